@@ -1,0 +1,112 @@
+// Starting a child through a guardian. The guardian is this same binary in its hidden mode, in a new
+// session (so it leads its own process group); the spec goes through a private pipe, never argv.
+import { closeSync, writeSync } from "node:fs";
+import type { FileSink } from "bun";
+import * as v from "valibot";
+import { FRAME_MAX_BYTES } from "../limits.ts";
+import { log } from "../log.ts";
+import { decodeLine, readLines } from "../wire/lines.ts";
+import { GUARDIAN_FLAG } from "./flag.ts";
+import { signalGroup } from "./kill.ts";
+import { GuardianEvent, type SpawnSpec } from "./protocol.ts";
+
+function guardianCommand(): string[] {
+  // A compiled binary runs its embedded entry from a virtual path; from a checkout, bun needs the script.
+  const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN");
+  const self = compiled ? [process.execPath] : [process.execPath, Bun.main];
+  return [...self, GUARDIAN_FLAG, "0"];
+}
+
+export interface ChildExit {
+  code: number | null;
+  signal: string | null;
+}
+
+export class GuardedProcess {
+  /** The guardian's pid, which is also the group id of the guardian and the child. */
+  readonly pgid: number;
+  readonly stdin: FileSink;
+  readonly stdout: ReadableStream<Uint8Array>;
+  readonly stderr: ReadableStream<Uint8Array> | undefined;
+  /** Resolves with the child's pid once the guardian started it; rejects if it could not. */
+  readonly childPid: Promise<number>;
+  /** Resolves when the guardian is gone (and with it the whole group). */
+  readonly exited: Promise<ChildExit | null>;
+  private controlFd: number | undefined;
+
+  constructor(spec: SpawnSpec, options: { stderr: "pipe" | "ignore" }) {
+    const proc = Bun.spawn(guardianCommand(), {
+      stdio: ["pipe", "pipe", options.stderr, "pipe", "pipe"],
+      detached: true,
+      env: { ...process.env },
+    });
+    this.pgid = proc.pid;
+    this.stdin = proc.stdin;
+    this.stdout = proc.stdout;
+    this.stderr = options.stderr === "pipe" ? (proc.stderr as ReadableStream<Uint8Array>) : undefined;
+    const controlFd = proc.stdio[3] as unknown as number;
+    const eventFd = proc.stdio[4] as unknown as number;
+    this.controlFd = controlFd;
+
+    let childExit: ChildExit | null = null;
+    let resolvePid!: (pid: number) => void;
+    let rejectPid!: (error: Error) => void;
+    this.childPid = new Promise((resolve, reject) => {
+      resolvePid = resolve;
+      rejectPid = reject;
+    });
+    this.childPid.catch(() => {});
+    const events = readLines(Bun.file(eventFd).stream(), FRAME_MAX_BYTES, (line) => {
+      const parsed = v.safeParse(GuardianEvent, JSON.parse(decodeLine(line)));
+      if (!parsed.success) return;
+      const event = parsed.output;
+      if (event.type === "spawned") resolvePid(event.pid);
+      else if (event.type === "exit") childExit = { code: event.code, signal: event.signal };
+      else rejectPid(new Error(event.message));
+    }).catch((error) => log.debug("guardian events ended", error));
+
+    this.exited = proc.exited.then(async () => {
+      // A guardian killed from outside cannot clean up after itself; make sure its group is gone.
+      signalGroup(this.pgid, "SIGKILL");
+      await events;
+      try {
+        closeSync(eventFd);
+      } catch {}
+      rejectPid(new Error("guardian exited before starting the child"));
+      this.closeControl();
+      return childExit;
+    });
+
+    this.sendControl({ type: "spawn", spec });
+  }
+
+  registerJob(pgid: number): void {
+    this.sendControl({ type: "job", pgid });
+  }
+
+  jobFinished(pgid: number): void {
+    this.sendControl({ type: "job_done", pgid });
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    signalGroup(this.pgid, signal);
+  }
+
+  /** Cuts the lifeline: the guardian kills the child and its group, then exits. */
+  closeControl(): void {
+    if (this.controlFd === undefined) return;
+    try {
+      closeSync(this.controlFd);
+    } catch {}
+    this.controlFd = undefined;
+  }
+
+  private sendControl(message: unknown): void {
+    if (this.controlFd === undefined) return;
+    try {
+      writeSync(this.controlFd, `${JSON.stringify(message)}\n`);
+    } catch (error) {
+      log.debug("guardian control write failed", error);
+    }
+  }
+}

@@ -1,0 +1,41 @@
+// Runs the MCP server until the client goes away or a signal arrives, then stops every worker.
+import { realpathSync } from "node:fs";
+import type { ServeOptions } from "./cli/command.ts";
+import { describe } from "./errors.ts";
+import { log, setLogLevel } from "./log.ts";
+import { serveStdio } from "./server/server.ts";
+import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
+import { Sessions } from "./sessions/registry.ts";
+
+/** Even a stuck shutdown ends: children are owned by guardians that die with us anyway. */
+const SHUTDOWN_LIMIT_MS = 6_000;
+
+export async function serve(options: ServeOptions): Promise<void> {
+  setLogLevel(options.logLevel);
+  let project: string;
+  try {
+    project = realpathSync(process.cwd());
+  } catch (error) {
+    log.error(`cannot resolve the launch directory: ${describe(error)}`);
+    process.exit(1);
+  }
+  const interpreter = selectDefaultInterpreter(options.python ?? process.env.REPL_MCP_PYTHON, project);
+  if (interpreter.problem) log.warn(interpreter.problem);
+  const sessions = new Sessions({ project, interpreter, maxMemoryMib: options.maxMemoryMib });
+
+  let stopping: Promise<never> | undefined;
+  const stop = (code: number): Promise<never> => {
+    stopping ??= (async () => {
+      setTimeout(() => process.exit(code), SHUTDOWN_LIMIT_MS).unref();
+      await sessions.shutdown().catch((error) => log.error("shutdown:", describe(error)));
+      process.exit(code);
+    })();
+    return stopping;
+  };
+  process.on("SIGTERM", () => void stop(0));
+  process.on("SIGINT", () => void stop(0));
+  process.on("SIGHUP", () => void stop(0));
+
+  await serveStdio({ sessions, maxMemoryMib: options.maxMemoryMib });
+  await stop(0);
+}

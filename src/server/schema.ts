@@ -1,0 +1,35 @@
+// Tool input schemas are valibot schemas; this module turns them into the published JSON Schemas and
+// turns validation failures into the protocol error the contract names.
+import { toJsonSchema } from "@valibot/to-json-schema";
+import * as v from "valibot";
+import { ProtocolError } from "../errors.ts";
+
+export type JsonSchema = { type: "object"; [key: string]: unknown };
+
+export function jsonSchemaOf(schema: v.GenericSchema): JsonSchema {
+  const { $schema: _ignored, ...rest } = toJsonSchema(schema, { errorMode: "ignore" }) as Record<
+    string,
+    unknown
+  >;
+  return rest as JsonSchema;
+}
+
+function pointer(path: v.IssuePathItem[] | undefined): string {
+  if (!path?.length) return "/";
+  return path.map((item) => `/${String(item.key).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
+}
+
+/** Names whose values must be whole numbers representable as u64; they get a dedicated message. */
+const INTEGRAL_FIELDS = new Set(["expected_generation", "offset", "length"]);
+
+export function parseArguments<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+  const result = v.safeParse(schema, input ?? {});
+  if (result.success) return result.output;
+  const issue = result.issues[0];
+  const key = issue.path?.length === 1 ? String(issue.path[0]?.key) : undefined;
+  const value = issue.input;
+  if (key && INTEGRAL_FIELDS.has(key) && typeof value === "number" && issue.type !== "strict_object") {
+    throw new ProtocolError(`${key} must be a nonnegative integral u64`);
+  }
+  throw new ProtocolError(`Invalid arguments at ${pointer(issue.path)}`);
+}

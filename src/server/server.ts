@@ -1,0 +1,60 @@
+// The MCP server: the SDK's low-level Server with our tool table, error model and result rendering.
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { ProtocolError } from "../errors.ts";
+import { log } from "../log.ts";
+import { NAME, VERSION } from "../version.ts";
+import { render } from "./render.ts";
+import { jsonSchemaOf, parseArguments } from "./schema.ts";
+import { StdioTransport } from "./stdio.ts";
+import { TOOLS } from "./tools/index.ts";
+import type { ServerContext } from "./tools/tool.ts";
+
+const INSTRUCTIONS =
+  "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +
+  "execution, not a sandbox. Variables and the asyncio loop persist between execute_python calls; " +
+  "python_health reports ids, generation, interpreter and limits without starting Python. A timeout or " +
+  "cancellation stops a cell, but effects it already had on the outside world stay.";
+
+const listing = TOOLS.map((tool) => ({
+  name: tool.name,
+  description: tool.description,
+  inputSchema: jsonSchemaOf(tool.input),
+  outputSchema: tool.output,
+  annotations: tool.annotations,
+}));
+
+export async function serveStdio(ctx: ServerContext): Promise<void> {
+  const server = new Server(
+    { name: NAME, version: VERSION },
+    { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+  );
+
+  // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server.
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: listing,
+    ttlMs: 0,
+    cacheScope: "private",
+  }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+    const tool = TOOLS.find((candidate) => candidate.name === request.params.name);
+    if (!tool) throw new ProtocolError("Unknown tool");
+    const args = parseArguments(tool.input, request.params.arguments);
+    try {
+      const value = await tool.handle(args, ctx, { signal: extra.signal });
+      return render(value);
+    } catch (error) {
+      if (error instanceof ProtocolError) throw error;
+      log.debug(`${tool.name} failed`, error);
+      return render({ error: (error as Error).message ?? String(error) });
+    }
+  });
+
+  const transport = new StdioTransport();
+  const closed = new Promise<void>((resolve) => {
+    server.onclose = () => resolve();
+  });
+  await server.connect(transport);
+  await closed;
+}

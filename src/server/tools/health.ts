@@ -1,0 +1,37 @@
+// python_health: the server, its default session and its sessions, without starting Python.
+import * as v from "valibot";
+import { sessionMetadata } from "../../sessions/metadata.ts";
+import { defineTool } from "./tool.ts";
+
+export const pythonHealth = defineTool({
+  name: "python_health",
+  description:
+    "Diagnose the server without side effects: server and default session ids (pass server.session_id as " +
+    "session_id), worker generation, interpreter path, runtime, limits and sessions. Never starts Python " +
+    "and never connects to other MCP servers.",
+  input: v.strictObject({}),
+  output: {
+    type: "object",
+    properties: { server: { type: "object" }, broker: { type: "object" }, sessions: { type: "object" } },
+    required: ["server", "broker"],
+  },
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  async handle(_args, ctx) {
+    const { sessions, maxMemoryMib } = ctx;
+    return {
+      server: sessionMetadata(sessions.default, maxMemoryMib),
+      broker: {
+        enabled: false,
+        configured_servers: 0,
+        connected_transports: 0,
+        configuration_error: null,
+        note: "This build does not include the MCP broker yet; mcp.call is unavailable in cells.",
+      },
+      sessions: {
+        server_id: sessions.serverId,
+        sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),
+        limit: 32,
+      },
+    };
+  },
+});

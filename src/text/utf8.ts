@@ -1,0 +1,27 @@
+// Byte-bounded text: limits are in UTF-8 bytes and a cut never splits a character.
+const encoder = new TextEncoder();
+
+export function utf8Bytes(text: string): number {
+  // Fast path: all-ASCII strings are as long in bytes as in code units.
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      bytes += 4;
+      i++;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+
+/** Cuts `text` to at most `maxBytes` UTF-8 bytes at a character boundary. */
+export function cutUtf8(text: string, maxBytes: number): { text: string; cut: boolean } {
+  if (text.length <= maxBytes / 3 || utf8Bytes(text) <= maxBytes) return { text, cut: false };
+  const bytes = encoder.encode(text);
+  let end = maxBytes;
+  // Step back over continuation bytes (10xxxxxx) so the cut lands on a character start.
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
+  return { text: new TextDecoder().decode(bytes.subarray(0, end)), cut: true };
+}

@@ -1,0 +1,59 @@
+// Frames a worker sends (see docs/worker-protocol.md). Parsed with valibot at the boundary so the
+// rest of the supervisor works with typed values.
+import * as v from "valibot";
+
+export const ReadyFrame = v.object({
+  type: v.literal("ready"),
+  python_version: v.string(),
+  python_executable: v.string(),
+  pid: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  implementation: v.optional(v.string(), "cpython"),
+});
+export type ReadyFrame = v.InferOutput<typeof ReadyFrame>;
+
+export const OutputFrame = v.object({
+  type: v.literal("output"),
+  id: v.string(),
+  stream: v.picklist(["stdout", "stderr"]),
+  text: v.string(),
+});
+export type OutputFrame = v.InferOutput<typeof OutputFrame>;
+
+export const WorkerResult = v.object({
+  success: v.boolean(),
+  stdout: v.string(),
+  stderr: v.string(),
+  return_value: v.nullable(v.string()),
+  value: v.optional(v.unknown()),
+  error: v.nullable(v.string()),
+  truncated: v.object({
+    stdout: v.boolean(),
+    stderr: v.boolean(),
+    return: v.boolean(),
+    error: v.optional(v.boolean()),
+  }),
+  state: v.picklist(["preserved", "cleared"]),
+  interrupted: v.optional(v.boolean()),
+  background_tasks_cancelled: v.optional(v.number()),
+});
+export type WorkerResult = v.InferOutput<typeof WorkerResult>;
+
+export const ResultFrame = v.object({ type: v.literal("result"), id: v.string(), result: WorkerResult });
+export type ResultFrame = v.InferOutput<typeof ResultFrame>;
+
+export const WorkerFrame = v.variant("type", [ReadyFrame, OutputFrame, ResultFrame]);
+export type WorkerFrame = v.InferOutput<typeof WorkerFrame>;
+
+/** Frames of types this server does not handle yet are ignored, as the protocol allows. */
+export function parseWorkerFrame(value: unknown): WorkerFrame | undefined {
+  const parsed = v.safeParse(WorkerFrame, value);
+  if (parsed.success) return parsed.output;
+  const type = (value as { type?: unknown } | null)?.type;
+  if (type === "ready" || type === "output" || type === "result") {
+    throw new Error(`malformed ${type} frame from worker`);
+  }
+  return undefined;
+}
+
+/** Written by the worker to its fd 2 after a cell, so the server knows it has read all native stderr. */
+export const BARRIER_PREFIX = "\x1erepl-mcp-barrier:";

@@ -1,0 +1,166 @@
+// One running Python worker: started through a guardian, spoken to in frames over its stdin/stdout,
+// with its fd 2 drained on the side. It knows nothing about runs or sessions; the supervisor does.
+import { ReplError } from "../errors.ts";
+import { GuardedProcess } from "../guardian/spawn.ts";
+import {
+  FRAME_MAX_BYTES,
+  FRAME_WRITE_TIMEOUT_MS,
+  WORKER_EXIT_WAIT_MS,
+  WORKER_READY_TIMEOUT_MS,
+} from "../limits.ts";
+import { log } from "../log.ts";
+import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
+import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
+import { NativeStderr } from "./native-stderr.ts";
+import { BOOTSTRAP, workerSourcePath } from "./source.ts";
+import { WriteQueue } from "./write-queue.ts";
+
+export interface WorkerLaunch {
+  python: string;
+  cwd: string;
+  env: Record<string, string>;
+  /** A reason no worker can start (e.g. no interpreter found). */
+  problem?: string;
+}
+
+/** Why the frame channel closed; a worker is unusable after any of these. */
+export type CloseReason = "exited" | "broken" | "killed";
+
+export class WorkerProcess {
+  readonly stderr = new NativeStderr();
+  /** Called for every frame after `ready`. */
+  onFrame: (frame: WorkerFrame) => void = () => {};
+  /** Resolves when the frame channel is closed and the guardian's group is gone. */
+  readonly closed: Promise<CloseReason>;
+  ready!: ReadyFrame;
+  private closeReason: CloseReason | undefined;
+  private readonly writer: WriteQueue;
+  private readonly guarded: GuardedProcess;
+  private readySignal!: { resolve: (frame: ReadyFrame) => void; reject: (error: Error) => void };
+
+  private constructor(launch: WorkerLaunch) {
+    this.guarded = new GuardedProcess(
+      {
+        program: launch.python,
+        args: ["-u", "-c", BOOTSTRAP, workerSourcePath()],
+        env: launch.env,
+        cwd: launch.cwd,
+      },
+      { stderr: "pipe" },
+    );
+    const stderr = this.guarded.stderr;
+    const stderrDone = stderr ? this.stderr.drain(stderr) : Promise.resolve();
+    this.writer = new WriteQueue(this.guarded.stdin, FRAME_WRITE_TIMEOUT_MS, () => {
+      log.warn("worker stdin write stalled; killing the worker");
+      this.kill("broken");
+    });
+    const frames = this.readFrames();
+    const guardianGone = this.guarded.exited;
+    this.closed = (async () => {
+      await frames;
+      await guardianGone;
+      await stderrDone;
+      return this.closeReason ?? "exited";
+    })();
+  }
+
+  static async start(launch: WorkerLaunch): Promise<WorkerProcess> {
+    if (launch.problem) throw new ReplError("WORKER_START", launch.problem);
+    const worker = new WorkerProcess(launch);
+    const ready = new Promise<ReadyFrame>((resolve, reject) => {
+      worker.readySignal = { resolve, reject };
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new ReplError("WORKER_START", "Python worker startup timed out")),
+        WORKER_READY_TIMEOUT_MS,
+      );
+    });
+    const exited = worker.closed.then((): never => {
+      throw new ReplError("WORKER_START", "Python worker exited during startup");
+    });
+    try {
+      worker.ready = await Promise.race([ready, timeout, exited]);
+      return worker;
+    } catch (error) {
+      await worker.kill("killed");
+      if (error instanceof ReplError) throw error;
+      throw new ReplError("WORKER_START", (error as Error).message);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  get pgid(): number {
+    return this.guarded.pgid;
+  }
+
+  get alive(): boolean {
+    return this.closeReason === undefined;
+  }
+
+  /** Queues one frame. Rejects if the queue is full or the worker is gone. */
+  send(frame: unknown): Promise<void> {
+    if (!this.alive) return Promise.reject(new ReplError("WORKER_GONE", "Python worker is not running"));
+    return this.writer.push(encodeFrame(frame, FRAME_MAX_BYTES));
+  }
+
+  /** SIGINT to the worker's group; the guardian ignores it, Python raises KeyboardInterrupt. */
+  interrupt(): void {
+    this.guarded.signal("SIGINT");
+  }
+
+  /** Kills the whole group at once and waits until it is gone. */
+  async kill(reason: CloseReason = "killed"): Promise<void> {
+    this.closeReason ??= reason;
+    this.guarded.signal("SIGKILL");
+    this.guarded.closeControl();
+    await this.closed;
+  }
+
+  /** Asks the worker to leave (stdin EOF), then makes sure the group is gone. */
+  async stop(): Promise<void> {
+    this.closeReason ??= "killed";
+    this.writer.close();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, WORKER_EXIT_WAIT_MS);
+    });
+    await Promise.race([this.closed, late]);
+    clearTimeout(timer);
+    await this.kill();
+  }
+
+  private async readFrames(): Promise<void> {
+    const splitter = new LineSplitter(FRAME_MAX_BYTES);
+    let sawReady = false;
+    try {
+      for await (const chunk of this.guarded.stdout) {
+        for (const line of splitter.push(chunk)) {
+          const frame = parseWorkerFrame(JSON.parse(decodeLine(line)));
+          if (!frame) continue;
+          if (!sawReady) {
+            if (frame.type !== "ready")
+              throw new ReplError("WORKER_START", "Invalid Python worker handshake");
+            sawReady = true;
+            this.readySignal?.resolve(frame);
+            continue;
+          }
+          this.onFrame(frame);
+        }
+      }
+    } catch (error) {
+      // Oversized, undecodable or malformed output means the worker can no longer be trusted.
+      const message =
+        error instanceof FrameTooLargeError ? "worker frame exceeds 1 MiB" : (error as Error).message;
+      log.debug("worker channel broken:", message);
+      if (!sawReady) this.readySignal?.reject(error instanceof ReplError ? error : new Error(message));
+      this.closeReason ??= "broken";
+      this.guarded.signal("SIGKILL");
+    }
+    this.closeReason ??= "exited";
+    this.writer.close();
+    this.guarded.closeControl();
+  }
+}

@@ -1,0 +1,37 @@
+// Python cannot open a path inside the binary's virtual filesystem, so the embedded worker is written
+// once to a private, content-addressed cache file and run from there.
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join } from "node:path";
+import WORKER_SOURCE from "../../worker.py" with { type: "text" };
+import { writePrivateFileAtomic } from "../fs/atomic.ts";
+
+/** Runs the file named by argv[1] as the main program, leaving sys.path[0] as for `python -c`. */
+export const BOOTSTRAP =
+  "import sys;__p=sys.argv.pop(1);__c=compile(open(__p,'rb').read(),__p,'exec');del __p;exec(__c)";
+
+function cacheDir(): string {
+  const xdg = process.env.XDG_CACHE_HOME;
+  if (xdg?.startsWith("/")) return join(xdg, "repl-mcp");
+  const home = process.env.HOME || homedir();
+  if (home) return join(home, ".cache", "repl-mcp");
+  return join(tmpdir(), `repl-mcp-${process.getuid?.() ?? "user"}`);
+}
+
+let cached: string | undefined;
+
+export function workerSourcePath(): string {
+  if (cached && existsSync(cached)) return cached;
+  const digest = createHash("sha256").update(WORKER_SOURCE).digest("hex");
+  const dir = cacheDir();
+  const path = join(dir, `worker-${digest.slice(0, 24)}.py`);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  let intact = false;
+  try {
+    intact = createHash("sha256").update(readFileSync(path)).digest("hex") === digest;
+  } catch {}
+  if (!intact) writePrivateFileAtomic(path, WORKER_SOURCE);
+  cached = path;
+  return path;
+}

@@ -1,0 +1,132 @@
+// The MCP surface: initialize, the tool catalogue, the error model and python_health.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import pkg from "../../package.json" with { type: "json" };
+import { Harness } from "../support/harness.ts";
+
+let h: Harness;
+beforeAll(async () => {
+  h = await Harness.start();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+async function protocolError(name: string, args: Record<string, unknown>) {
+  try {
+    await h.call(name, args);
+  } catch (error) {
+    return error as { code: number; message: string };
+  }
+  throw new Error(`${name} did not fail at the protocol level`);
+}
+
+describe("initialize and tools/list", () => {
+  test("serverInfo and instructions", () => {
+    expect(h.client.getServerVersion()).toEqual({ name: "repl-mcp", version: pkg.version });
+    expect(h.client.getInstructions()).toContain("not a sandbox");
+    expect(h.client.getServerCapabilities()?.tools).toBeDefined();
+  });
+
+  test("lists working tools with strict input schemas, output schemas, annotations and cache hints", async () => {
+    const listed = (await h.client.listTools()) as Record<string, unknown> & { tools: any[] };
+    expect(listed.ttlMs).toBe(0);
+    expect(listed.cacheScope).toBe("private");
+    const names = listed.tools.map((tool) => tool.name).sort();
+    expect(names).toEqual(["execute_python", "python_health"]);
+    for (const tool of listed.tools) {
+      expect(tool.inputSchema.additionalProperties).toBe(false);
+      expect(tool.outputSchema.type).toBe("object");
+      expect(typeof tool.annotations.readOnlyHint).toBe("boolean");
+      expect(tool.description.length).toBeGreaterThan(40);
+    }
+    const execute = listed.tools.find((tool) => tool.name === "execute_python");
+    expect(execute.inputSchema.required).toEqual(["code"]);
+    expect(execute.inputSchema.properties.code.maxLength).toBe(262_144);
+    expect(execute.inputSchema.properties.timeout).toMatchObject({
+      minimum: 0.01,
+      maximum: 3600,
+      default: 120,
+    });
+    expect(execute.outputSchema.required).toEqual(
+      expect.arrayContaining(["run_id", "success", "stdout", "stderr", "error", "state", "truncated"]),
+    );
+    expect(execute.annotations).toEqual({
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: false,
+      openWorldHint: true,
+    });
+  });
+});
+
+describe("error model", () => {
+  test("missing, mistyped, out-of-range and unknown arguments are -32602 with a JSON pointer", async () => {
+    expect(await protocolError("execute_python", {})).toMatchObject({
+      code: -32602,
+      message: expect.stringContaining("Invalid arguments at /code"),
+    });
+    expect((await protocolError("execute_python", { code: 1 })).message).toContain(
+      "Invalid arguments at /code",
+    );
+    expect((await protocolError("execute_python", { code: "1", timeout: 0 })).message).toContain(
+      "Invalid arguments at /timeout",
+    );
+    expect((await protocolError("execute_python", { code: "1", timeout: 3601 })).message).toContain(
+      "Invalid arguments at /timeout",
+    );
+    expect((await protocolError("execute_python", { code: "1", bogus: true })).message).toContain(
+      "Invalid arguments at /bogus",
+    );
+    expect((await protocolError("python_health", { extra: 1 })).message).toContain(
+      "Invalid arguments at /extra",
+    );
+  });
+
+  test("a non-integral expected_generation is a protocol error", async () => {
+    const error = await protocolError("execute_python", { code: "1", expected_generation: 1.5 });
+    expect(error.code).toBe(-32602);
+    expect(error.message).toContain("expected_generation must be a nonnegative integral u64");
+  });
+
+  test("an unknown tool and an unknown session are protocol errors", async () => {
+    expect(await protocolError("no_such_tool", {})).toMatchObject({
+      code: -32602,
+      message: expect.stringContaining("Unknown tool"),
+    });
+    expect((await protocolError("execute_python", { code: "1", session_id: "nope" })).message).toContain(
+      "Session not found or closed; open a new session",
+    );
+  });
+});
+
+describe("python_health", () => {
+  test("answers without starting Python, then reports the worker once one ran", async () => {
+    const health = await h.health();
+    expect(health.server.runtime).toBe("bun-supervisor/cpython-worker");
+    expect(health.server.version).toBe(pkg.version);
+    expect(health.server.python).toBeNull();
+    expect(health.server.generation).toBe(0);
+    expect(health.server.project).toBe(h.project);
+    expect(health.server.python_executable).toMatch(/python/);
+    expect(health.server.limits).toMatchObject({
+      code_bytes: 262_144,
+      frame_bytes: 1_048_576,
+      worker_rss_mib: 2048,
+    });
+    expect(health.server.session_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(health.broker).toBeDefined();
+    expect(health.sessions.sessions).toHaveLength(1);
+    expect(h.children()).toEqual([]);
+
+    const cell = await h.run("import os, sys\n[os.getpid(), sys.executable]", {
+      session_id: health.server.session_id,
+    });
+    const after = await h.health();
+    expect(after.server.generation).toBe(1);
+    expect(after.server.python.pid).toBe(cell.value[0]);
+    expect(after.server.python.python_executable).toBe(cell.value[1]);
+    expect(after.server.python.running).toBe(true);
+    expect(after.server.python.python_version).toMatch(/^3\.\d+\.\d+/);
+    expect(h.children().length).toBe(2); // the guardian and the worker
+  });
+});
