@@ -50,6 +50,7 @@ except OSError:
 # thread is writing a frame it is deferred so a frame is never left half written.
 # =====================================================================================================
 import signal
+import threading
 
 
 class _InterruptGate:
@@ -58,6 +59,9 @@ class _InterruptGate:
         self._holds = 0
         self._deferred = False
         self._main_thread = None
+
+    def bind_main_thread(self):
+        self._main_thread = threading.get_ident()
 
     def handler(self, signum, frame):
         if not self.armed:
@@ -108,7 +112,6 @@ import io
 import json
 import linecache
 import math
-import threading
 import time
 import types
 
@@ -432,7 +435,7 @@ class _CaptureStream(io.TextIOBase):
         self.buffer = _BinaryFacade(self)
 
     def write(self, text):
-        if type(text) is not str and not isinstance(text, str):
+        if not isinstance(text, str):
             raise TypeError("write() argument must be str, not " + _type_name(type(text)))
         return self._pump.write(self._index, text)
 
@@ -688,6 +691,13 @@ def _exception_message(exc):
 
 def _render_exception(exc, sources):
     """(error text, whether anything was cut) in the documented traceback summary format."""
+    try:
+        return _render_traceback(exc, sources)
+    except Exception:  # an exception object odd enough to break the summary still fails the cell
+        return _type_name(type(exc)), True
+
+
+def _render_traceback(exc, sources):
     entries = []
     tb = exc.__traceback__
     while tb is not None:
@@ -701,7 +711,7 @@ def _render_exception(exc, sources):
     entries = entries[-TRACEBACK_MAX_FRAMES:]
 
     message = _exception_message(exc)
-    if isinstance(exc, SyntaxError) and exc.filename in sources:
+    if isinstance(exc, SyntaxError) and isinstance(exc.filename, str) and exc.filename in sources:
         # A cell that does not compile: show where, as Python itself does.
         message = exc.msg if isinstance(exc.msg, str) else message
         entry = '  File "%s", line %s' % (exc.filename, exc.lineno)
@@ -757,6 +767,7 @@ class _Session:
     def _prepare_process(self):
         """Undo what an earlier cell may have changed that the protocol depends on."""
         sys.stdout, sys.stderr = self._captures
+        _keep_fd0_open()
         try:
             stdin_closed = sys.stdin is None or sys.stdin.closed
         except Exception:
@@ -776,25 +787,20 @@ class _Session:
         self._prepare_process()
         outcome = self._execute(run_id, command.code)
         (stdout, stderr), (stdout_cut, stderr_cut) = self._pump.finish()
-        result = {
-            "success": outcome.error is None,
-            "stdout": stdout,
-            "stderr": stderr,
-            "return_value": None,
-            "error": None,
-            "truncated": {"stdout": stdout_cut, "stderr": stderr_cut, "return": False},
-            "state": "preserved",
-            "interrupted": False,
-        }
+        result = {"success": outcome.error is None, "stdout": stdout, "stderr": stderr, "return_value": None}
+        truncated = {"stdout": stdout_cut, "stderr": stderr_cut, "return": False}
+        error, interrupted = None, False
         if outcome.error is not None:
-            self._describe_failure(run_id, outcome.error, result)
+            error, interrupted, error_cut = self._describe_failure(run_id, outcome.error)
+            if error_cut:
+                truncated["error"] = True
         elif outcome.value is not None:
-            preview, has_value, value, cut = _preview(outcome.value)
+            preview, has_value, value, truncated["return"] = _preview(outcome.value)
             result["return_value"] = preview
-            result["truncated"]["return"] = cut
             if has_value:
                 result["value"] = value
-        outcome = None
+        outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
+        result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
         self._install_helpers()
         self._send_result(run_id, result)
 
@@ -832,11 +838,14 @@ class _Session:
     def _await(self, coroutine):
         """Run a cell's coroutine on the persistent loop; on interrupt, cancel it and let it unwind."""
         loop = self.loop
-        task = loop.create_task(coroutine)
+        task = None
         try:
+            task = loop.create_task(coroutine)
             return loop.run_until_complete(task)
         except BaseException:
-            if not task.done():
+            if task is None:
+                coroutine.close()  # interrupted before it was scheduled: it must never start later
+            elif not task.done():
                 task.cancel()
                 try:
                     loop.run_until_complete(asyncio.wait((task,), timeout=CANCEL_GRACE_SECONDS))
@@ -844,7 +853,7 @@ class _Session:
                     pass
             raise
         finally:
-            if task.done() and not task.cancelled():
+            if task is not None and task.done() and not task.cancelled():
                 task.exception()  # mark it retrieved: the error is reported in the result instead
 
     def report_internal_failure(self, run_id, exc):
@@ -863,15 +872,12 @@ class _Session:
         }
         self._send_result(run_id, result)
 
-    def _describe_failure(self, run_id, exc, result):
+    def _describe_failure(self, run_id, exc):
+        """(error text, interrupted, error text was cut)."""
         if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-            result["error"] = "Execution interrupted (%s); namespace preserved" % run_id
-            result["interrupted"] = True
-            return
+            return "Execution interrupted (%s); namespace preserved" % run_id, True, False
         text, cut = _render_exception(exc, self._sources)
-        result["error"] = text
-        if cut:
-            result["truncated"]["error"] = True
+        return text, False, cut
 
 
 def _compile_cell(code, filename):
@@ -885,6 +891,17 @@ def _compile_cell(code, filename):
     return body, tail
 
 
+def _keep_fd0_open():
+    """Point a closed fd 0 back at /dev/null, so no file a cell opens later becomes everyone's stdin."""
+    try:
+        os.fstat(0)
+    except OSError:
+        null = os.open(os.devnull, os.O_RDONLY)  # lands on 0 when 0 is the lowest free descriptor
+        if null != 0:
+            os.dup2(null, 0)
+            os.close(null)
+
+
 def _null_stdin():
     # closefd=False: `exit()` closes sys.stdin, and a freed fd 0 would be reused by the next open().
     return open(0, "r", encoding="utf-8", errors="replace", closefd=False)
@@ -894,7 +911,7 @@ def _null_stdin():
 # Main
 # =====================================================================================================
 def main():
-    GATE._main_thread = threading.get_ident()
+    GATE.bind_main_thread()
     writer = _FrameWriter(PROTOCOL_FD)
     pump = _OutputPump(writer)
     captures = (_CaptureStream(pump, "stdout"), _CaptureStream(pump, "stderr"))
@@ -903,7 +920,6 @@ def main():
     session = _Session(writer, pump, captures)
     pump.start_flusher()
     inbox = _Inbox()
-    _CommandReader(COMMAND_FD, inbox).start()
     writer.send(
         {
             "type": "ready",
@@ -913,6 +929,7 @@ def main():
             "implementation": sys.implementation.name,
         }
     )
+    _CommandReader(COMMAND_FD, inbox).start()
     while True:
         command = inbox.take()
         if command is _SHUTDOWN:
