@@ -31,3 +31,15 @@ export const RPC_CONCURRENCY = 64;
 
 export const RSS_DEFAULT_MIB = 2_048;
 export const RSS_SAMPLE_INTERVAL_MS = 250;
+
+export const BUSY_WAIT_WHILE_CANCELLING_MS = 3_500;
+export const INVENTORY_TIMEOUT_SECONDS = 5;
+export const ARGV_MAX_ITEMS = 128;
+export const ARGV_MAX_BYTES = 32_768;
+
+export const SESSIONS_MAX = 32;
+export const SESSION_OPENS_MAX = 4;
+export const SESSION_NAME_MAX_BYTES = 128;
+export const PROBE_TIMEOUT_MS = 10_000;
+export const PROBE_OUTPUT_MAX_BYTES = 4_096;
+export const SESSION_CLOSE_WAIT_MS = 5_000;

@@ -1,6 +1,8 @@
 // Runs the whole suite with bun's test runner and ends with the plain `N passed, N failed` line that CI
 // reads. bun prints its summary on stderr; it is passed through and parsed. A file that fails to load
 // counts as a failure. The exit code is bun's.
+export {};
+
 const args = process.argv.slice(2);
 const proc = Bun.spawn([process.execPath, "test", ...args], { stdout: "inherit", stderr: "pipe" });
 

@@ -1,6 +1,6 @@
 // Which Python the server starts by default (contract §6.6): an explicit --python / REPL_MCP_PYTHON,
 // else a python beside the binary (an install that ships its own environment), else python3 on PATH.
-import { accessSync, constants, statSync } from "node:fs";
+import { accessSync, constants, lstatSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { ReplError } from "../errors.ts";
 
@@ -77,4 +77,69 @@ function select(requested: string | undefined, launchDir: string): Interpreter {
     );
   }
   return { path: onPath, source: "path" };
+}
+
+export type EnvironmentSource = "explicit" | "project_venv" | "server_default";
+
+/**
+ * The interpreter of an opened session: an explicit `python` argument, else the project's .venv (if
+ * .venv exists in any form it must work: a broken one fails rather than falling back), else the
+ * server default. The selected path is kept as given (a venv's python is a symlink that must stay one).
+ */
+export function selectSessionInterpreter(
+  requested: string | undefined,
+  project: string,
+  serverDefault: Interpreter,
+): { path: string; source: EnvironmentSource } {
+  if (requested !== undefined) {
+    let path: string;
+    if (isAbsolute(requested)) path = requested;
+    else if (requested.includes("/")) path = resolve(project, requested);
+    else {
+      const found = Bun.which(requested);
+      if (!found)
+        throw new ReplError("PYTHON_NOT_FOUND", "Requested Python executable was not found on PATH");
+      path = found;
+    }
+    requireExecutable(path);
+    return { path, source: "explicit" };
+  }
+  const venv = join(project, ".venv");
+  let venvExists = true;
+  try {
+    lstatSync(venv);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") {
+      throw new ReplError("VENV_UNREADABLE", "Cannot inspect the project .venv environment");
+    }
+    venvExists = false;
+  }
+  if (venvExists) {
+    const path = join(venv, "bin", "python");
+    if (!isExecutableFile(path)) {
+      throw new ReplError(
+        "VENV_BROKEN",
+        "Project .venv exists but .venv/bin/python is missing, a dangling link or not executable; " +
+          "repair it (python3 -m venv --clear .venv) or pass python explicitly",
+      );
+    }
+    return { path, source: "project_venv" };
+  }
+  if (serverDefault.problem) throw new ReplError("PYTHON_NOT_FOUND", serverDefault.problem);
+  return { path: serverDefault.path, source: "server_default" };
+}
+
+function requireExecutable(path: string): void {
+  let isFile: boolean;
+  try {
+    isFile = statSync(path).isFile();
+  } catch {
+    throw new ReplError("PYTHON_MISSING", "Requested Python executable does not exist");
+  }
+  try {
+    if (!isFile) throw new Error("not a file");
+    accessSync(path, constants.X_OK);
+  } catch {
+    throw new ReplError("PYTHON_NOT_EXECUTABLE", "Requested Python executable is not executable");
+  }
 }

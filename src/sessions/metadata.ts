@@ -14,6 +14,36 @@ import type { Session } from "./session.ts";
 export const RUNTIME = "bun-supervisor/cpython-worker";
 export const EXECUTION_MODE = "trusted-local; full filesystem access; not a security sandbox";
 
+function environment(session: Session) {
+  const ready = session.supervisor.python;
+  // Opened sessions were probed before publication; the default session learns its version when it runs.
+  const info = session.probe
+    ? {
+        version: session.probe.version,
+        executable: session.probe.executable,
+        major: session.probe.major,
+        minor: session.probe.minor,
+      }
+    : ready
+      ? {
+          version: ready.python_version,
+          executable: ready.python_executable,
+          major: Number(ready.python_version.split(".")[0]),
+          minor: Number(ready.python_version.split(".")[1]),
+        }
+      : null;
+  return {
+    source: session.source,
+    python: session.python,
+    version: info?.version ?? null,
+    actual_python_executable: info?.executable ?? null,
+    version_info: info,
+    validated: info !== null,
+    runtime_status: session.runtimeStatus,
+    ...(session.problem ? { error: session.problem } : {}),
+  };
+}
+
 export function sessionMetadata(session: Session, maxMemoryMib: number) {
   const supervisor = session.supervisor;
   const ready = supervisor.python;
@@ -22,14 +52,12 @@ export function sessionMetadata(session: Session, maxMemoryMib: number) {
     session_id: session.id,
     name: session.name,
     project: session.project,
-    closed: false,
+    closed: session.closed,
     generation: supervisor.generation,
     version: VERSION,
     runtime: RUNTIME,
     execution_mode: EXECUTION_MODE,
-    python_executable: session.interpreter.path,
-    interpreter_source: session.interpreter.source,
-    interpreter_error: session.interpreter.problem ?? null,
+    python_executable: session.python,
     python: ready
       ? {
           python_version: ready.python_version,
@@ -39,7 +67,8 @@ export function sessionMetadata(session: Session, maxMemoryMib: number) {
           running: supervisor.running,
         }
       : null,
-    active_run: supervisor.activeRunId ?? null,
+    active_run: supervisor.active?.id ?? null,
+    environment: environment(session),
     limits: {
       code_bytes: CODE_MAX_BYTES,
       frame_bytes: FRAME_MAX_BYTES,

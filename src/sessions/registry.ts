@@ -1,20 +1,44 @@
-// All sessions of this server. Today that is the default session, created at startup for the launch
-// directory; routing by session_id already follows the contract so opened sessions slot in later.
+// All sessions of this server: the default one, created at startup for the launch directory, and the
+// ones agents open on their own projects. Routing by session_id happens here.
 import { randomUUID } from "node:crypto";
-import { ProtocolError } from "../errors.ts";
-import type { Interpreter } from "./interpreter.ts";
-import { Session } from "./session.ts";
+import { realpathSync, statSync } from "node:fs";
+import { resolve } from "node:path";
+import { ProtocolError, ReplError } from "../errors.ts";
+import { SESSION_CLOSE_WAIT_MS, SESSION_NAME_MAX_BYTES, SESSION_OPENS_MAX, SESSIONS_MAX } from "../limits.ts";
+import { utf8Bytes } from "../text/utf8.ts";
+import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
+import { probeInterpreter } from "./probe.ts";
+import { Session, workerEnv } from "./session.ts";
 
 export const SESSION_NOT_FOUND = "Session not found or closed; open a new session";
+
+export interface SessionsOptions {
+  project: string;
+  interpreter: Interpreter;
+  maxMemoryMib: number;
+}
 
 export class Sessions {
   readonly serverId = randomUUID();
   readonly default: Session;
   private readonly byId = new Map<string, Session>();
+  private opening = 0;
 
-  constructor(options: { project: string; interpreter: Interpreter; maxMemoryMib: number }) {
-    this.default = new Session({ serverId: this.serverId, name: "default", ...options });
+  constructor(private readonly options: SessionsOptions) {
+    this.default = new Session({
+      serverId: this.serverId,
+      name: "default",
+      project: options.project,
+      python: options.interpreter.path,
+      source: "server_default",
+      problem: options.interpreter.problem,
+      maxMemoryMib: options.maxMemoryMib,
+    });
     this.byId.set(this.default.id, this.default);
+  }
+
+  get serverDefault(): Interpreter {
+    return this.options.interpreter;
   }
 
   /** The session a routed tool addresses; omitted → the default session. */
@@ -26,10 +50,90 @@ export class Sessions {
   }
 
   list(): Session[] {
-    return [...this.byId.values()].sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.byId.values()].sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
+  }
+
+  /** Validates, selects and probes, then publishes. Nothing is registered if any step fails. */
+  async open(
+    name: string,
+    projectPath: string,
+    python: string | undefined,
+    signal?: AbortSignal,
+  ): Promise<Session> {
+    const nameBytes = utf8Bytes(name);
+    if (nameBytes < 1 || nameBytes > SESSION_NAME_MAX_BYTES) {
+      throw new ReplError("SESSION_NAME", "Session name must contain 1..128 bytes");
+    }
+    if (this.opening >= SESSION_OPENS_MAX) {
+      throw new ReplError(
+        "OPEN_CAPACITY",
+        "Session opening capacity exhausted; wait for active interpreter probes",
+      );
+    }
+    if (this.byId.size >= SESSIONS_MAX) {
+      throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
+    }
+    this.opening++;
+    try {
+      const project = canonicalProject(resolve(this.options.project, projectPath));
+      const selected = selectSessionInterpreter(python, project, this.options.interpreter);
+      const probe = await probeInterpreter(selected.path, project, workerEnv(), signal);
+      if (signal?.aborted) throw new ReplError("CANCELLED", "Session opening cancelled before publication");
+      if (this.byId.size >= SESSIONS_MAX) {
+        throw new ReplError(
+          "SESSION_LIMIT",
+          `Session limit reached (${SESSIONS_MAX}); close unused sessions`,
+        );
+      }
+      const session = new Session({
+        serverId: this.serverId,
+        name,
+        project,
+        python: selected.path,
+        source: selected.source,
+        probe,
+        maxMemoryMib: this.options.maxMemoryMib,
+      });
+      this.byId.set(session.id, session);
+      return session;
+    } finally {
+      this.opening--;
+    }
+  }
+
+  /** Stops the session's run and worker and forgets it. */
+  async close(sessionId: string): Promise<Session> {
+    const session = this.byId.get(sessionId);
+    if (!session) throw new ReplError("SESSION_GONE", "Session not found or already closed");
+    if (session === this.default) {
+      throw new ReplError(
+        "DEFAULT_SESSION",
+        "The default session cannot be closed; use execute_python with reset=true to clear it",
+      );
+    }
+    this.byId.delete(sessionId);
+    session.closed = true;
+    await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
+    return session;
   }
 
   async shutdown(): Promise<void> {
-    await Promise.all(this.list().map((session) => session.supervisor.shutdown()));
+    await Promise.all(
+      this.list().map((session) => {
+        session.closed = true;
+        return session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
+      }),
+    );
   }
+}
+
+function canonicalProject(path: string): string {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    throw new ReplError("PROJECT_MISSING", "Project directory does not exist");
+  }
+  if (!statSync(real).isDirectory()) throw new ReplError("PROJECT_NOT_DIR", "Project must be a directory");
+  return real;
 }

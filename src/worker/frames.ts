@@ -35,13 +35,26 @@ export const WorkerResult = v.object({
   state: v.picklist(["preserved", "cleared"]),
   interrupted: v.optional(v.boolean()),
   background_tasks_cancelled: v.optional(v.number()),
+  /** The cell left work that cannot be stopped; the worker exits after this result. */
+  fatal: v.optional(v.boolean()),
+  exit_code: v.optional(v.number()),
+  namespace: v.optional(v.record(v.string(), v.unknown())),
 });
 export type WorkerResult = v.InferOutput<typeof WorkerResult>;
 
 export const ResultFrame = v.object({ type: v.literal("result"), id: v.string(), result: WorkerResult });
 export type ResultFrame = v.InferOutput<typeof ResultFrame>;
 
-export const WorkerFrame = v.variant("type", [ReadyFrame, OutputFrame, ResultFrame]);
+/** A child that leads its own process group started or ended; its group must die with the worker. */
+export const JobFrame = v.object({
+  type: v.literal("job"),
+  id: v.nullable(v.string()),
+  pid: v.pipe(v.number(), v.integer()),
+  action: v.picklist(["started", "finished"]),
+});
+export type JobFrame = v.InferOutput<typeof JobFrame>;
+
+export const WorkerFrame = v.variant("type", [ReadyFrame, OutputFrame, ResultFrame, JobFrame]);
 export type WorkerFrame = v.InferOutput<typeof WorkerFrame>;
 
 /** Frames of types this server does not handle yet are ignored, as the protocol allows. */
@@ -49,7 +62,7 @@ export function parseWorkerFrame(value: unknown): WorkerFrame | undefined {
   const parsed = v.safeParse(WorkerFrame, value);
   if (parsed.success) return parsed.output;
   const type = (value as { type?: unknown } | null)?.type;
-  if (type === "ready" || type === "output" || type === "result") {
+  if (type === "ready" || type === "output" || type === "result" || type === "job") {
     throw new Error(`malformed ${type} frame from worker`);
   }
   return undefined;

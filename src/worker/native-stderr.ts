@@ -60,17 +60,22 @@ export class NativeStderr {
     });
   }
 
-  /** The captured text and whether anything was dropped past the bound. */
+  /** The captured text and whether anything was dropped past the bound; starts a new capture. */
   take(): { text: string; truncated: boolean } {
+    const result = { text: this.peek(), truncated: this.dropped };
+    this.reset();
+    return result;
+  }
+
+  /** The text captured so far, for live polling. */
+  peek(): string {
     const joined = new Uint8Array(this.bytes);
     let offset = 0;
     for (const part of this.parts) {
       joined.set(part, offset);
       offset += part.length;
     }
-    const result = { text: new TextDecoder().decode(joined), truncated: this.dropped };
-    this.reset();
-    return result;
+    return new TextDecoder().decode(joined);
   }
 
   private push(chunk: Uint8Array): void {

@@ -1,6 +1,7 @@
 // One running Python worker: started through a guardian, spoken to in frames over its stdin/stdout,
 // with its fd 2 drained on the side. It knows nothing about runs or sessions; the supervisor does.
 import { ReplError } from "../errors.ts";
+import { signalGroup } from "../guardian/kill.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import {
   FRAME_MAX_BYTES,
@@ -36,6 +37,8 @@ export class WorkerProcess {
   private closeReason: CloseReason | undefined;
   private readonly writer: WriteQueue;
   private readonly guarded: GuardedProcess;
+  /** Process groups of detached children the worker reported, killed on cancel and with the worker. */
+  private readonly jobs = new Set<number>();
   private readySignal!: { resolve: (frame: ReadyFrame) => void; reject: (error: Error) => void };
 
   private constructor(launch: WorkerLaunch) {
@@ -106,6 +109,21 @@ export class WorkerProcess {
     return this.writer.push(encodeFrame(frame, FRAME_MAX_BYTES));
   }
 
+  /** SIGKILL to every detached group the worker reported (they are outside the worker's own group). */
+  killJobs(): void {
+    for (const pgid of this.jobs) signalGroup(pgid, "SIGKILL");
+  }
+
+  private trackJob(pid: number, action: "started" | "finished"): void {
+    if (pid <= 1) return;
+    if (action === "started") {
+      this.jobs.add(pid);
+      this.guarded.registerJob(pid);
+    } else if (this.jobs.delete(pid)) {
+      this.guarded.jobFinished(pid);
+    }
+  }
+
   /** SIGINT to the worker's group; the guardian ignores it, Python raises KeyboardInterrupt. */
   interrupt(): void {
     this.guarded.signal("SIGINT");
@@ -114,6 +132,7 @@ export class WorkerProcess {
   /** Kills the whole group at once and waits until it is gone. */
   async kill(reason: CloseReason = "killed"): Promise<void> {
     this.closeReason ??= reason;
+    this.killJobs();
     this.guarded.signal("SIGKILL");
     this.guarded.closeControl();
     await this.closed;
@@ -147,7 +166,8 @@ export class WorkerProcess {
             this.readySignal?.resolve(frame);
             continue;
           }
-          this.onFrame(frame);
+          if (frame.type === "job") this.trackJob(frame.pid, frame.action);
+          else this.onFrame(frame);
         }
       }
     } catch (error) {

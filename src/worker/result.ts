@@ -26,6 +26,8 @@ export const ExecutionResult = v.object({
   session_id: v.string(),
   generation: v.number(),
   background_tasks_cancelled: v.optional(v.number()),
+  exit_code: v.optional(v.number()),
+  namespace: v.optional(v.record(v.string(), v.unknown())),
   text_truncated: v.optional(v.boolean()),
 });
 export type ExecutionResult = v.InferOutput<typeof ExecutionResult>;

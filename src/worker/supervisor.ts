@@ -1,9 +1,9 @@
-// One session's worker supervisor: it owns the worker's lifecycle, the generation counter, the
-// single execution slot, deadlines (SIGINT, grace, kill), the RSS budget, and turns whatever happened
-// into an execution result. Lower layers report through return values and callbacks only.
-import { randomUUID } from "node:crypto";
+// One session's worker supervisor: it owns the persistent worker's lifecycle, the generation counter,
+// the single execution slot, deadlines (SIGINT, grace, kill), the RSS budget, the run history, and turns
+// whatever happened into an execution result. Lower layers report through return values and callbacks.
 import { describe } from "../errors.ts";
 import {
+  BUSY_WAIT_WHILE_CANCELLING_MS,
   CODE_MAX_BYTES,
   INTERRUPT_GRACE_MS,
   RSS_SAMPLE_INTERVAL_MS,
@@ -11,42 +11,51 @@ import {
   STREAM_CAPTURE_MAX_BYTES,
   TIMEOUT_MAX_SECONDS,
   TIMEOUT_MIN_SECONDS,
+  WORKER_EXIT_WAIT_MS,
 } from "../limits.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
+import { RunHistory } from "./history.ts";
 import { type WorkerLaunch, WorkerProcess } from "./process.ts";
 import { type ExecutionResult, Messages } from "./result.ts";
 import { residentBytes } from "./rss.ts";
+import { ActiveRun, type RunTask } from "./run.ts";
 
 export interface SupervisorOptions {
   serverId: string;
   sessionId: string;
-  /** Where and how to start a worker; `python` may be refined to the real interpreter after a start. */
+  /** Where and how to start a worker. */
   launch: WorkerLaunch;
   maxMemoryMib: number;
 }
 
-export interface ExecuteRequest {
-  code: string;
+export interface RunRequest {
+  task: RunTask;
   timeoutSeconds: number;
   reset: boolean;
   expectedGeneration?: number;
+  /** The client's own cancellation (MCP notifications/cancelled). */
   signal?: AbortSignal;
+  /** Inspections are not kept in the run history. */
+  record?: boolean;
 }
 
 type Outcome =
   | { kind: "result"; result: WorkerResult }
   | { kind: "closed" }
-  | { kind: "deadline" }
   | { kind: "cancelled" }
-  | { kind: "rss" };
+  | { kind: "rss" }
+  | { kind: "grace" };
+
+type Fields = Pick<ExecutionResult, "error" | "state" | "state_reset"> & Partial<ExecutionResult>;
 
 export class Supervisor {
   generation = 0;
   python: ReadyFrame | undefined;
-  activeRunId: string | undefined;
+  active: ActiveRun | undefined;
+  readonly history = new RunHistory();
   private worker: WorkerProcess | undefined;
-  /** A worker existed and died on its own: the next start is a recovery. */
+  /** A worker existed and was lost (crash, kill, fatal cell): the next start is a recovery. */
   private lost = false;
   private closed = false;
   private realPython: string | undefined;
@@ -57,75 +66,154 @@ export class Supervisor {
     return this.worker?.alive ?? false;
   }
 
-  get launch(): WorkerLaunch {
-    return this.options.launch;
+  get isClosed(): boolean {
+    return this.closed;
   }
 
-  async execute(request: ExecuteRequest): Promise<ExecutionResult> {
-    const runId = randomUUID();
-    const startedAt = performance.now();
-    const early = (error: string, extra: Partial<ExecutionResult> = {}) =>
-      this.result(runId, startedAt, { error, state: "preserved", state_reset: false, ...extra });
-
+  /** Reserves the slot and starts the run without waiting, or returns why it cannot start. */
+  begin(request: RunRequest): ActiveRun | ExecutionResult {
     const timeout = request.timeoutSeconds;
+    const code = request.task.kind === "cell" ? request.task.code : "";
+    const refuse = (error: string) => this.refusal(request.task, error);
     if (
-      utf8Bytes(request.code) > CODE_MAX_BYTES ||
+      utf8Bytes(code) > CODE_MAX_BYTES ||
       !(timeout >= TIMEOUT_MIN_SECONDS && timeout <= TIMEOUT_MAX_SECONDS)
     ) {
-      return early(Messages.limits);
+      return refuse(Messages.limits);
     }
-    if (this.closed) return early(Messages.closed);
-    if (this.activeRunId) return early(Messages.busy);
-    if (request.expectedGeneration !== undefined && request.expectedGeneration !== this.generation) {
-      return early(Messages.staleGeneration);
-    }
-    if (request.signal?.aborted) return early(Messages.cancelledBeforeDispatch);
+    if (this.closed) return refuse(Messages.closed);
+    if (this.active) return refuse(Messages.busy);
+    const run = new ActiveRun(request.task);
+    this.active = run;
+    const onClientCancel = () => run.cancel(Messages.cancelled);
+    request.signal?.addEventListener("abort", onClientCancel, { once: true });
+    run.done = this.drive(run, request)
+      .catch((error) => this.result(run, { error: `Internal error: ${describe(error)}`, ...UNTOUCHED }))
+      .then((result) => {
+        if (request.record !== false) this.history.add(result);
+        return result;
+      })
+      .finally(() => {
+        request.signal?.removeEventListener("abort", onClientCancel);
+        if (this.active === run) this.active = undefined;
+      });
+    return run;
+  }
 
-    this.activeRunId = runId;
-    try {
-      let stateReset = false;
-      if (request.reset && this.worker) await this.discardWorker();
-      if (!this.worker?.alive) {
-        const recovering = this.lost && !request.reset;
-        try {
-          await this.startWorker();
-        } catch (error) {
-          return this.result(runId, startedAt, {
-            error: describe(error),
-            state: "cleared",
-            state_reset: true,
-          });
-        }
-        stateReset = true;
-        if (recovering && (request.expectedGeneration ?? 0) > 0) {
-          return early(Messages.restarted, { state_reset: true });
-        }
+  /** An execution-shaped answer for a request refused before it reached the slot. */
+  refusal(task: RunTask, error: string): ExecutionResult {
+    return this.result(new ActiveRun(task), { error, ...UNTOUCHED });
+  }
+
+  /** Runs to completion. A run that is being cancelled gets a moment to release the slot first. */
+  async execute(request: RunRequest): Promise<ExecutionResult> {
+    const previous = this.active;
+    if (previous?.cancelReason) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        previous.done,
+        new Promise((resolve) => (timer = setTimeout(resolve, BUSY_WAIT_WHILE_CANCELLING_MS))),
+      ]);
+      clearTimeout(timer);
+    }
+    const started = this.begin(request);
+    return started instanceof ActiveRun ? started.done : started;
+  }
+
+  /** Cancels the active run (if `runId` matches). Returns the run that was asked to stop. */
+  cancel(runId?: string): ActiveRun | undefined {
+    const run = this.active;
+    if (!run || (runId !== undefined && run.id !== runId)) return undefined;
+    run.cancel(Messages.cancelled);
+    return run;
+  }
+
+  /** Stops the session for good: cancels the active run, waits for it a while, then stops the worker. */
+  async shutdown(waitMs: number): Promise<void> {
+    this.closed = true;
+    const run = this.active;
+    if (run) {
+      run.cancel(Messages.cancelled);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([run.done, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+      clearTimeout(timer);
+    }
+    await this.discardWorker();
+  }
+
+  /** Native stderr captured so far for the active run, for live polling. */
+  liveNativeStderr(): string {
+    return this.worker?.stderr.peek() ?? "";
+  }
+
+  private async drive(run: ActiveRun, request: RunRequest): Promise<ExecutionResult> {
+    const refuse = (error: string, extra: Partial<ExecutionResult> = {}) =>
+      this.result(run, { error, ...UNTOUCHED, ...extra });
+    if (request.expectedGeneration !== undefined && request.expectedGeneration !== this.generation) {
+      return refuse(Messages.staleGeneration);
+    }
+    if (run.signal.aborted) return refuse(Messages.cancelledBeforeDispatch);
+    if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request);
+
+    let stateReset = false;
+    if (request.reset && this.worker) await this.discardWorker();
+    if (!this.worker?.alive) {
+      const recovering = this.lost && !request.reset;
+      try {
+        await this.startWorker();
+      } catch (error) {
+        return this.result(run, { error: describe(error), state: "cleared", state_reset: true });
       }
-      if (request.signal?.aborted)
-        return early(Messages.cancelledBeforeDispatch, { state_reset: stateReset });
-      return await this.run(runId, startedAt, request, stateReset);
+      stateReset = true;
+      if (recovering && (request.expectedGeneration ?? 0) > 0) {
+        return refuse(Messages.restarted, { state_reset: true });
+      }
+    }
+    if (run.signal.aborted) return refuse(Messages.cancelledBeforeDispatch, { state_reset: stateReset });
+    const worker = this.worker as WorkerProcess;
+    const result = await this.runOn(worker, run, request, stateReset);
+    if (result.state === "cleared") await this.loseWorker(worker);
+    return result;
+  }
+
+  /** A fresh file run: its own worker of the same environment, leaving the session's namespace alone. */
+  private async driveFresh(run: ActiveRun, request: RunRequest): Promise<ExecutionResult> {
+    let worker: WorkerProcess;
+    try {
+      worker = await WorkerProcess.start(this.launchSpec());
+    } catch (error) {
+      return this.result(run, { error: describe(error), ...UNTOUCHED, execution_mode: "fresh" });
+    }
+    try {
+      if (run.signal.aborted) {
+        return this.result(run, {
+          error: Messages.cancelledBeforeDispatch,
+          ...UNTOUCHED,
+          execution_mode: "fresh",
+        });
+      }
+      const result = await this.runOn(worker, run, request, false);
+      // The fresh worker is discarded either way; the session's own state is untouched.
+      return { ...result, state: "preserved", execution_mode: "fresh" };
     } finally {
-      this.activeRunId = undefined;
+      await worker.stop();
     }
   }
 
-  /** Stops the worker for good (server shutdown or session close). */
-  async shutdown(): Promise<void> {
-    this.closed = true;
-    await this.discardWorker();
+  private launchSpec(): WorkerLaunch {
+    return { ...this.options.launch, python: this.realPython ?? this.options.launch.python };
   }
 
   private async startWorker(): Promise<void> {
     this.worker = undefined;
     this.python = undefined;
     this.generation++;
-    const launch = { ...this.options.launch, python: this.realPython ?? this.options.launch.python };
-    const worker = await WorkerProcess.start(launch);
+    const worker = await WorkerProcess.start(this.launchSpec());
     this.worker = worker;
     this.python = worker.ready;
+    this.lost = false;
     // A PATH entry may be a slow shim (pyenv); later starts go straight to the interpreter it ran.
     if (worker.ready.python_executable.startsWith("/")) this.realPython = worker.ready.python_executable;
-    this.lost = false;
     void worker.closed.then(() => {
       if (this.worker === worker) this.lost = true;
     });
@@ -138,166 +226,144 @@ export class Supervisor {
     if (worker) await worker.stop();
   }
 
-  private async run(
-    runId: string,
-    startedAt: number,
-    request: ExecuteRequest,
-    stateReset: boolean,
-  ): Promise<ExecutionResult> {
-    const worker = this.worker as WorkerProcess;
-    const live = { stdout: "", stderr: "" };
-    let deliver!: (outcome: Outcome) => void;
-    const outcome = new Promise<Outcome>((resolve) => {
-      deliver = resolve;
-    });
-    worker.stderr.reset();
-    worker.onFrame = (frame) => {
-      if (frame.type === "output" && frame.id === runId) {
-        if (utf8Bytes(live[frame.stream]) < STREAM_CAPTURE_MAX_BYTES) live[frame.stream] += frame.text;
-      } else if (frame.type === "result" && frame.id === runId) {
-        deliver({ kind: "result", result: frame.result });
-      }
-    };
-    void worker.closed.then(() => deliver({ kind: "closed" }));
-    const deadline = setTimeout(() => deliver({ kind: "deadline" }), request.timeoutSeconds * 1000);
-    const onAbort = () => deliver({ kind: "cancelled" });
-    request.signal?.addEventListener("abort", onAbort, { once: true });
-    const rssTimer = this.watchMemory(worker, () => deliver({ kind: "rss" }));
-
-    try {
-      worker
-        .send({ type: "execute", id: runId, code: request.code, timeout: request.timeoutSeconds })
-        .catch(() => worker.kill("broken"));
-      const first = await outcome;
-      if (first.kind === "deadline" || first.kind === "cancelled") {
-        const reason = first.kind === "deadline" ? Messages.timedOut : Messages.cancelled;
-        return await this.interrupt(worker, runId, startedAt, reason, stateReset, live);
-      }
-      if (first.kind === "rss") {
-        await worker.kill();
-        return this.afterLoss(runId, startedAt, Messages.rss, stateReset, live, worker);
-      }
-      if (first.kind === "closed") {
-        return this.afterLoss(runId, startedAt, Messages.crashed, stateReset, live, worker);
-      }
-      await worker.stderr.barrier(runId, STDERR_DRAIN_BARRIER_MS);
-      return this.fromWorker(runId, startedAt, first.result, stateReset, worker);
-    } finally {
-      clearTimeout(deadline);
-      if (rssTimer) clearInterval(rssTimer);
-      request.signal?.removeEventListener("abort", onAbort);
-      worker.onFrame = () => {};
-    }
-  }
-
-  /** Deadline or cancel: SIGINT, then a short grace for the worker to report, else kill. */
-  private async interrupt(
-    worker: WorkerProcess,
-    runId: string,
-    startedAt: number,
-    reason: string,
-    stateReset: boolean,
-    live: { stdout: string; stderr: string },
-  ): Promise<ExecutionResult> {
-    // The first outcome promise already settled; listen for the worker's own answer afresh.
-    let answer!: (o: Outcome | "grace") => void;
-    const next = new Promise<Outcome | "grace">((resolve) => {
-      answer = resolve;
-    });
-    worker.onFrame = (frame) => {
-      if (frame.type === "output" && frame.id === runId) live[frame.stream] += frame.text;
-      else if (frame.type === "result" && frame.id === runId)
-        answer({ kind: "result", result: frame.result });
-    };
-    void worker.closed.then(() => answer({ kind: "closed" }));
-    const grace = setTimeout(() => answer("grace"), INTERRUPT_GRACE_MS);
-    worker.interrupt();
-    const settled = await next;
-    clearTimeout(grace);
-    if (settled === "grace") {
-      await worker.kill();
-      return this.afterLoss(
-        runId,
-        startedAt,
-        `${reason}; worker did not stop; variables cleared`,
-        stateReset,
-        live,
-        worker,
-      );
-    }
-    if (settled.kind !== "result") {
-      return this.afterLoss(
-        runId,
-        startedAt,
-        `${reason}; worker exited; variables cleared`,
-        stateReset,
-        live,
-        worker,
-      );
-    }
-    await worker.stderr.barrier(runId, STDERR_DRAIN_BARRIER_MS);
-    const result = this.fromWorker(runId, startedAt, settled.result, stateReset, worker);
-    return { ...result, success: false, error: reason };
-  }
-
-  private async afterLoss(
-    runId: string,
-    startedAt: number,
-    error: string,
-    stateReset: boolean,
-    live: { stdout: string; stderr: string },
-    worker: WorkerProcess,
-  ): Promise<ExecutionResult> {
-    await worker.closed;
+  /** The worker's namespace is gone: make sure the process is too, and recover on the next run. */
+  private async loseWorker(worker: WorkerProcess): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      worker.closed,
+      new Promise((resolve) => (timer = setTimeout(resolve, WORKER_EXIT_WAIT_MS))),
+    ]);
+    clearTimeout(timer);
+    await worker.kill();
     if (this.worker === worker) {
       this.worker = undefined;
       this.lost = true;
     }
+  }
+
+  private frameFor(run: ActiveRun, timeoutSeconds: number): Record<string, unknown> {
+    const base = { type: "execute", id: run.id, timeout: timeoutSeconds };
+    switch (run.task.kind) {
+      case "cell":
+        return { ...base, code: run.task.code };
+      case "file":
+        return { ...base, code: "", source_path: run.task.path, argv: run.task.argv };
+      case "inventory":
+        return { ...base, code: "", inventory: true };
+    }
+  }
+
+  private async runOn(
+    worker: WorkerProcess,
+    run: ActiveRun,
+    request: RunRequest,
+    stateReset: boolean,
+  ): Promise<ExecutionResult> {
+    let deliver!: (outcome: Outcome) => void;
+    let outcome = new Promise<Outcome>((resolve) => {
+      deliver = resolve;
+    });
+    worker.stderr.reset();
+    worker.onFrame = (frame) => {
+      if (frame.type === "output" && frame.id === run.id) run.appendOutput(frame.stream, frame.text);
+      else if (frame.type === "result" && frame.id === run.id)
+        deliver({ kind: "result", result: frame.result });
+    };
+    void worker.closed.then(() => deliver({ kind: "closed" }));
+    const onCancel = () => deliver({ kind: "cancelled" });
+    run.signal.addEventListener("abort", onCancel, { once: true });
+    const deadline = setTimeout(() => run.cancel(Messages.timedOut), request.timeoutSeconds * 1000);
+    const rssTimer = this.watchMemory(worker, () => deliver({ kind: "rss" }));
+    const loss = (error: string) => this.afterLoss(run, worker, error, stateReset);
+
+    try {
+      run.status = "running";
+      worker.send(this.frameFor(run, request.timeoutSeconds)).catch(() => worker.kill("broken"));
+      let first = await outcome;
+      if (first.kind === "cancelled") {
+        // Cancellation order: detached job groups first (they cannot see SIGINT), then SIGINT, then a grace.
+        const reason = run.cancelReason ?? Messages.cancelled;
+        outcome = new Promise<Outcome>((resolve) => {
+          deliver = resolve;
+        });
+        void worker.closed.then(() => deliver({ kind: "closed" }));
+        const grace = setTimeout(() => deliver({ kind: "grace" }), INTERRUPT_GRACE_MS);
+        worker.killJobs();
+        worker.interrupt();
+        first = await outcome;
+        clearTimeout(grace);
+        if (first.kind === "grace") {
+          await worker.kill();
+          return await loss(`${reason}; worker did not stop; variables cleared`);
+        }
+        if (first.kind === "closed") return await loss(`${reason}; worker exited; variables cleared`);
+        if (first.kind === "result") {
+          const result = await this.fromWorker(run, worker, first.result, stateReset);
+          return { ...result, success: false, error: reason };
+        }
+      }
+      if (first.kind === "rss") {
+        await worker.kill();
+        return await loss(Messages.rss);
+      }
+      if (first.kind === "result") return await this.fromWorker(run, worker, first.result, stateReset);
+      return await loss(Messages.crashed);
+    } finally {
+      clearTimeout(deadline);
+      if (rssTimer) clearInterval(rssTimer);
+      run.signal.removeEventListener("abort", onCancel);
+      worker.onFrame = () => {};
+    }
+  }
+
+  private async afterLoss(
+    run: ActiveRun,
+    worker: WorkerProcess,
+    error: string,
+    stateReset: boolean,
+  ): Promise<ExecutionResult> {
+    await worker.closed;
     const native = worker.stderr.take();
-    return this.result(runId, startedAt, {
+    return this.result(run, {
       error,
       state: "cleared",
       state_reset: stateReset,
-      stdout: live.stdout,
-      stderr: live.stderr + native.text,
+      stdout: run.live.stdout,
+      stderr: run.live.stderr + native.text,
     });
   }
 
-  private fromWorker(
-    runId: string,
-    startedAt: number,
+  private async fromWorker(
+    run: ActiveRun,
+    worker: WorkerProcess,
     result: WorkerResult,
     stateReset: boolean,
-    worker: WorkerProcess,
-  ): ExecutionResult {
+  ): Promise<ExecutionResult> {
+    await worker.stderr.barrier(run.id, STDERR_DRAIN_BARRIER_MS);
     const native = worker.stderr.take();
     const stderr = cutUtf8(result.stderr + native.text, STREAM_CAPTURE_MAX_BYTES);
-    const { interrupted: _interrupted, ...fields } = result;
+    const { interrupted: _interrupted, fatal: _fatal, ...fields } = result;
     return {
       ...this.identity(),
       ...fields,
-      run_id: runId,
+      run_id: run.id,
       stderr: stderr.text,
       truncated: { ...result.truncated, stderr: result.truncated.stderr || stderr.cut || native.truncated },
-      elapsed_ms: elapsed(startedAt),
+      elapsed_ms: run.elapsedMs(),
       state_reset: stateReset,
       execution_mode: "persistent",
     };
   }
 
-  private result(
-    runId: string,
-    startedAt: number,
-    fields: Pick<ExecutionResult, "error" | "state" | "state_reset"> & Partial<ExecutionResult>,
-  ): ExecutionResult {
+  private result(run: ActiveRun, fields: Fields): ExecutionResult {
     const stdout = cutUtf8(fields.stdout ?? "", STREAM_CAPTURE_MAX_BYTES);
     const stderr = cutUtf8(fields.stderr ?? "", STREAM_CAPTURE_MAX_BYTES);
     return {
       ...this.identity(),
-      run_id: runId,
+      run_id: run.id,
       success: false,
       return_value: null,
-      elapsed_ms: elapsed(startedAt),
+      elapsed_ms: run.elapsedMs(),
       execution_mode: "persistent",
       ...fields,
       stdout: stdout.text,
@@ -324,6 +390,5 @@ export class Supervisor {
   }
 }
 
-function elapsed(startedAt: number): number {
-  return Math.round((performance.now() - startedAt) * 1000) / 1000;
-}
+/** Refused or failed before touching the worker: nothing about the namespace changed. */
+const UNTOUCHED = { state: "preserved", state_reset: false } as const;

@@ -89,7 +89,7 @@ test("a --python that does not exist fails the cell with an actionable message, 
     expect(result.isError).toBe(true);
     expect(result.structuredContent.error).toContain("/nonexistent/python3");
     expect(result.structuredContent.state).toBe("cleared");
-    expect((await h.health()).server.interpreter_error).toContain("/nonexistent/python3");
+    expect((await h.health()).server.environment.error).toContain("/nonexistent/python3");
   } finally {
     await h.close();
   }

@@ -32,7 +32,18 @@ describe("initialize and tools/list", () => {
     expect(listed.ttlMs).toBe(0);
     expect(listed.cacheScope).toBe("private");
     const names = listed.tools.map((tool) => tool.name).sort();
-    expect(names).toEqual(["execute_python", "python_health"]);
+    expect(names).toEqual([
+      "execute_python",
+      "python_cancel",
+      "python_execute_file",
+      "python_health",
+      "python_run",
+      "python_session_close",
+      "python_session_inspect",
+      "python_session_list",
+      "python_session_open",
+      "python_start",
+    ]);
     for (const tool of listed.tools) {
       expect(tool.inputSchema.additionalProperties).toBe(false);
       expect(tool.outputSchema.type).toBe("object");

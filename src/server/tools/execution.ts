@@ -1,60 +1,39 @@
-// execute_python: one cell in a session's persistent worker, answered when it finishes.
+// Running code to completion: execute_python (a cell) and python_execute_file (a saved file).
+import { statSync } from "node:fs";
+import { resolve } from "node:path";
 import * as v from "valibot";
-import {
-  CODE_MAX_BYTES,
-  TIMEOUT_DEFAULT_SECONDS,
-  TIMEOUT_MAX_SECONDS,
-  TIMEOUT_MIN_SECONDS,
-} from "../../limits.ts";
+import { ARGV_MAX_BYTES, ARGV_MAX_ITEMS, CODE_MAX_BYTES } from "../../limits.ts";
+import { utf8Bytes } from "../../text/utf8.ts";
 import { ExecutionResult } from "../../worker/result.ts";
 import { jsonSchemaOf } from "../schema.ts";
+import { ExpectedGeneration, SessionId, Timeout } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
-const SessionId = v.pipe(
-  v.string(),
-  v.description(
-    "Get from python_health.server.session_id (or python_session_open); omit to use the default session",
-  ),
-);
+const EXECUTION_OUTPUT = jsonSchemaOf(ExecutionResult);
+const WRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
 
 export const executePython = defineTool({
   name: "execute_python",
   description:
     "Run Python in a persistent, trusted local worker with full host access (not a sandbox). Variables, " +
     "imports and the asyncio loop survive between calls; top-level await works; the trailing expression's " +
-    "value is returned as a safe preview that never calls your __repr__. timeout is 0.01..3600 s (default 120); code is at most " +
-    "256 KiB. reset=true restarts the worker, clearing variables, cwd and environment changes. A timeout or " +
-    "cancellation stops the cell, but external effects it already caused may have happened.",
+    "value is returned as a safe preview that never calls your __repr__. Cells have sh() for shell commands " +
+    "and checkpoint()/restore(). timeout is 0.01..3600 s (default 120); code is at most 256 KiB. reset=true " +
+    "restarts the worker, clearing variables, cwd and environment changes. For long work use python_start. " +
+    "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
   input: v.strictObject({
     code: v.pipe(v.string(), v.maxLength(CODE_MAX_BYTES), v.description("Python source of the cell")),
     session_id: v.optional(SessionId),
-    expected_generation: v.optional(
-      v.pipe(
-        v.number(),
-        v.integer(),
-        v.minValue(0),
-        v.description(
-          "Refuse to run (STATE_CHANGED) unless the session's worker generation still equals this",
-        ),
-      ),
-    ),
+    expected_generation: ExpectedGeneration,
     reset: v.optional(v.pipe(v.boolean(), v.description("Restart the worker before running")), false),
-    timeout: v.optional(
-      v.pipe(
-        v.number(),
-        v.minValue(TIMEOUT_MIN_SECONDS),
-        v.maxValue(TIMEOUT_MAX_SECONDS),
-        v.description("Seconds before the cell is interrupted"),
-      ),
-      TIMEOUT_DEFAULT_SECONDS,
-    ),
+    timeout: Timeout,
   }),
-  output: jsonSchemaOf(ExecutionResult),
-  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  output: EXECUTION_OUTPUT,
+  annotations: WRITES,
   async handle(args, ctx, call) {
     const session = ctx.sessions.route(args.session_id);
     return session.supervisor.execute({
-      code: args.code,
+      task: { kind: "cell", code: args.code },
       timeoutSeconds: args.timeout,
       reset: args.reset,
       expectedGeneration: args.expected_generation,
@@ -62,3 +41,48 @@ export const executePython = defineTool({
     });
   },
 });
+
+export const pythonExecuteFile = defineTool({
+  name: "python_execute_file",
+  description:
+    "Run a saved Python file as __main__ with sys.argv = [path, *argv] (no shell quoting). A relative path " +
+    "resolves against the session's project. mode=persistent runs in the session namespace (variables it " +
+    "sets stay); mode=fresh runs in a separate worker of the same environment and leaves the namespace " +
+    "alone. sys.exit(N) is reported as exit_code. Poll or cancel it with python_run/python_cancel.",
+  input: v.strictObject({
+    session_id: SessionId,
+    path: v.pipe(v.string(), v.minLength(1), v.description("The file to run")),
+    argv: v.optional(v.pipe(v.array(v.string()), v.maxLength(ARGV_MAX_ITEMS)), []),
+    mode: v.optional(v.picklist(["persistent", "fresh"]), "persistent"),
+    timeout: Timeout,
+    expected_generation: ExpectedGeneration,
+  }),
+  output: EXECUTION_OUTPUT,
+  annotations: WRITES,
+  async handle(args, ctx, call) {
+    const session = ctx.sessions.route(args.session_id);
+    const path = resolve(session.project, args.path);
+    const task = { kind: "file" as const, path, argv: args.argv, mode: args.mode };
+    if (args.argv.reduce((bytes, arg) => bytes + utf8Bytes(arg), 0) > ARGV_MAX_BYTES) {
+      return session.supervisor.refusal(task, "argv is limited to 128 strings and 32 KiB in all");
+    }
+    if (!isRegularFile(path)) {
+      return session.supervisor.refusal(task, `Python file not found or not a regular file: ${path}`);
+    }
+    return session.supervisor.execute({
+      task,
+      timeoutSeconds: args.timeout,
+      reset: false,
+      expectedGeneration: args.expected_generation,
+      signal: call.signal,
+    });
+  },
+});
+
+function isRegularFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}

@@ -1,6 +1,7 @@
 // python_health: the server, its default session and its sessions, without starting Python.
 import * as v from "valibot";
 import { sessionMetadata } from "../../sessions/metadata.ts";
+import { sessionList } from "./sessions.ts";
 import { defineTool } from "./tool.ts";
 
 export const pythonHealth = defineTool({
@@ -27,11 +28,7 @@ export const pythonHealth = defineTool({
         configuration_error: null,
         note: "This build does not include the MCP broker yet; mcp.call is unavailable in cells.",
       },
-      sessions: {
-        server_id: sessions.serverId,
-        sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),
-        limit: 32,
-      },
+      sessions: sessionList(sessions, maxMemoryMib),
     };
   },
 });

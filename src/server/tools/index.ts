@@ -1,6 +1,24 @@
 // The tool table: only tools that work are listed.
-import { executePython } from "./execution.ts";
+import { executePython, pythonExecuteFile } from "./execution.ts";
 import { pythonHealth } from "./health.ts";
+import { pythonCancel, pythonRun, pythonStart } from "./runs.ts";
+import {
+  pythonSessionClose,
+  pythonSessionInspect,
+  pythonSessionList,
+  pythonSessionOpen,
+} from "./sessions.ts";
 import type { Tool } from "./tool.ts";
 
-export const TOOLS: readonly Tool[] = [executePython, pythonHealth] as unknown as readonly Tool[];
+export const TOOLS = [
+  executePython,
+  pythonStart,
+  pythonRun,
+  pythonCancel,
+  pythonHealth,
+  pythonSessionOpen,
+  pythonSessionList,
+  pythonSessionInspect,
+  pythonSessionClose,
+  pythonExecuteFile,
+] as unknown as readonly Tool[];

@@ -1,0 +1,119 @@
+// Long runs: start a cell without waiting, poll it, cancel it.
+import * as v from "valibot";
+import { CODE_MAX_BYTES, HISTORY_RUNS, LIVE_STREAM_MAX_BYTES } from "../../limits.ts";
+import { ActiveRun } from "../../worker/run.ts";
+import { ExpectedGeneration, SessionId, stamp, Timeout } from "./common.ts";
+import { defineTool } from "./tool.ts";
+
+export const EXTERNAL_EFFECTS = "May already have occurred; never retried automatically";
+
+export const pythonStart = defineTool({
+  name: "python_start",
+  description:
+    "Start a cell and return at once with its run_id, for work that may outlast the client's request " +
+    "timeout. Same arguments as execute_python. Poll python_run(run_id) for live output and the final " +
+    "result; stop it with python_cancel. One run at a time per session.",
+  input: v.strictObject({
+    code: v.pipe(v.string(), v.maxLength(CODE_MAX_BYTES)),
+    session_id: v.optional(SessionId),
+    expected_generation: ExpectedGeneration,
+    reset: v.optional(v.boolean(), false),
+    timeout: Timeout,
+  }),
+  output: {
+    type: "object",
+    oneOf: [
+      {
+        required: ["run_id", "session_id", "status"],
+        properties: {
+          status: { const: "starting" },
+          poll_tool: { type: "string" },
+          cancel_tool: { type: "string" },
+        },
+      },
+      { required: ["error"] },
+    ],
+  },
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async handle(args, ctx) {
+    const session = ctx.sessions.route(args.session_id);
+    // Not tied to this request: the server owns the run until it ends or the server shuts down.
+    const started = session.supervisor.begin({
+      task: { kind: "cell", code: args.code },
+      timeoutSeconds: args.timeout,
+      reset: args.reset,
+      expectedGeneration: args.expected_generation,
+    });
+    if (!(started instanceof ActiveRun)) return stamp(session, { error: started.error });
+    return stamp(session, {
+      run_id: started.id,
+      status: "starting",
+      poll_tool: "python_run",
+      cancel_tool: "python_cancel",
+    });
+  },
+});
+
+export const pythonRun = defineTool({
+  name: "python_run",
+  description:
+    "Inspect a run: the active run's live output and status, or a finished run's complete result " +
+    `(the last ${HISTORY_RUNS} per session are kept). Omit run_id for the active run, else the latest result.`,
+  input: v.strictObject({
+    session_id: v.optional(SessionId),
+    run_id: v.optional(v.string()),
+  }),
+  output: {
+    type: "object",
+    oneOf: [
+      { required: ["run_id", "status"], properties: { status: { enum: ["starting", "running"] } } },
+      { required: ["run_id", "success"] },
+      { required: ["error"], not: { required: ["success"] } },
+    ],
+  },
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  async handle(args, ctx) {
+    const session = ctx.sessions.route(args.session_id);
+    const supervisor = session.supervisor;
+    const active = supervisor.active;
+    if (active && (args.run_id === undefined || args.run_id === active.id)) {
+      return stamp(session, {
+        run_id: active.id,
+        status: active.status,
+        elapsed_ms: active.elapsedMs(),
+        stdout: active.live.stdout,
+        stderr: active.live.stderr,
+        native_stderr: supervisor.liveNativeStderr(),
+        output_limit_bytes_per_stream: LIVE_STREAM_MAX_BYTES,
+      });
+    }
+    const finished =
+      args.run_id === undefined ? supervisor.history.latest() : supervisor.history.get(args.run_id);
+    if (finished) return finished;
+    return stamp(session, { error: `Run not found; history retains last ${HISTORY_RUNS} runs` });
+  },
+});
+
+export const pythonCancel = defineTool({
+  name: "python_cancel",
+  description:
+    "Request cancellation of the active run (or of run_id if it is the active one). Returns at once; poll " +
+    "python_run until the result has success. Detached child process groups are killed, the cell gets " +
+    "SIGINT and 2 s to stop, then the worker is killed. What the cell already did outside stays done.",
+  input: v.strictObject({
+    session_id: v.optional(SessionId),
+    run_id: v.optional(v.string()),
+  }),
+  output: {
+    type: "object",
+    properties: { cancel_requested: { type: "boolean" } },
+    required: ["cancel_requested"],
+  },
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async handle(args, ctx) {
+    const session = ctx.sessions.route(args.session_id);
+    const run = session.supervisor.cancel(args.run_id);
+    if (!run) return stamp(session, { cancel_requested: false, error: "No matching active run" });
+    return stamp(session, { cancel_requested: true, run_id: run.id, external_effects: EXTERNAL_EFFECTS });
+  },
+});

@@ -1,0 +1,109 @@
+// Independent sessions: open one on a project (and its interpreter), list, inspect and close them.
+import * as v from "valibot";
+import { INVENTORY_TIMEOUT_SECONDS, SESSION_NAME_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
+import { sessionMetadata } from "../../sessions/metadata.ts";
+import { SessionId, stamp, successOrError } from "./common.ts";
+import { defineTool } from "./tool.ts";
+
+const METADATA_REQUIRED = ["server_id", "session_id", "generation", "environment", "project", "name"];
+
+export const pythonSessionOpen = defineTool({
+  name: "python_session_open",
+  description:
+    "Open an independent session (own variables, worker, cwd, history and generation) on a project " +
+    "directory. Interpreter: the python argument if given (absolute, relative to the project, or a name on " +
+    "PATH), else <project>/.venv/bin/python when .venv exists, else the server default. The interpreter is " +
+    "checked (CPython 3.10+) but the worker starts with the first run. Names are labels: opening the same " +
+    "name twice gives two sessions. Pass the returned session_id to the other tools.",
+  input: v.strictObject({
+    name: v.pipe(v.string(), v.minLength(1), v.maxLength(SESSION_NAME_MAX_BYTES), v.description("A label")),
+    project: v.pipe(
+      v.string(),
+      v.minLength(1),
+      v.description("Project directory (relative: to the server's)"),
+    ),
+    python: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Interpreter to use"))),
+  }),
+  output: successOrError({ required: METADATA_REQUIRED }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async handle(args, ctx, call) {
+    const session = await ctx.sessions.open(args.name, args.project, args.python, call.signal);
+    return sessionMetadata(session, ctx.maxMemoryMib);
+  },
+});
+
+export const pythonSessionList = defineTool({
+  name: "python_session_list",
+  description:
+    "List the open sessions with their ids, projects, environments and generations. Starts nothing.",
+  input: v.strictObject({}),
+  output: {
+    type: "object",
+    required: ["server_id", "sessions"],
+    properties: {
+      sessions: { type: "array", items: { type: "object", required: METADATA_REQUIRED.slice(1) } },
+    },
+  },
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  async handle(_args, ctx) {
+    return sessionList(ctx.sessions, ctx.maxMemoryMib);
+  },
+});
+
+export function sessionList(sessions: import("../../sessions/registry.ts").Sessions, maxMemoryMib: number) {
+  return {
+    server_id: sessions.serverId,
+    sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),
+    limit: SESSIONS_MAX,
+  };
+}
+
+export const pythonSessionInspect = defineTool({
+  name: "python_session_inspect",
+  description:
+    "A session's metadata; with include_namespace=true also its variables' names, types and lengths — " +
+    "never their values, and without running any of their code (no __repr__, no properties). The " +
+    "inventory needs the session idle and may start its worker.",
+  input: v.strictObject({
+    session_id: v.optional(SessionId),
+    include_namespace: v.optional(v.boolean(), false),
+  }),
+  output: successOrError({ required: METADATA_REQUIRED }),
+  annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  async handle(args, ctx) {
+    const session = ctx.sessions.route(args.session_id);
+    if (!args.include_namespace) return sessionMetadata(session, ctx.maxMemoryMib);
+    const result = await session.supervisor.execute({
+      task: { kind: "inventory" },
+      timeoutSeconds: INVENTORY_TIMEOUT_SECONDS,
+      reset: false,
+      record: false,
+    });
+    if (!result.success || !result.namespace) {
+      return stamp(session, { error: result.error ?? "Namespace inventory failed" });
+    }
+    return { ...sessionMetadata(session, ctx.maxMemoryMib), namespace: result.namespace };
+  },
+});
+
+export const pythonSessionClose = defineTool({
+  name: "python_session_close",
+  description:
+    "Close a session: cancel its run, stop its worker and forget its state. The default session cannot be " +
+    "closed (clear it with execute_python reset=true).",
+  input: v.strictObject({ session_id: SessionId }),
+  output: successOrError({
+    required: ["closed", "server_id", "session_id", "generation"],
+    properties: { closed: { const: true } },
+  }),
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  async handle(args, ctx) {
+    const session = await ctx.sessions.close(args.session_id);
+    return {
+      closed: true,
+      server_id: session.serverId,
+      session_id: session.id,
+      generation: session.supervisor.generation,
+    };
+  },
+});

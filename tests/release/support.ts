@@ -1,0 +1,220 @@
+// Helpers for the release tests: temporary directories, running commands with a deadline, a fake
+// release server on 127.0.0.1, and staging the release binary outside the checkout.
+import { copyFileSync, linkSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative, resolve, sep } from "node:path";
+import pkg from "../../package.json" with { type: "json" };
+import { buildRelease, hostTarget, type ReleaseResult, type ReleaseTarget } from "../../release/release.ts";
+
+export const ROOT = resolve(import.meta.dir, "../..");
+export const INSTALL_SH = join(ROOT, "release", "install.sh");
+export const VERSION = pkg.version;
+
+/** A fresh directory under the system temp dir (never inside the checkout). */
+export function makeTempDir(prefix = "repl-mcp-release-"): string {
+  return mkdtempSync(join(realpathSync(tmpdir()), prefix));
+}
+
+export function isInside(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !rel.startsWith(sep));
+}
+
+export interface RunResult {
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface RunOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Kill the process (group) and fail if it has not exited by then. */
+  timeoutMs?: number;
+  /** Start the command in its own process group (so a signal can reach the whole group). */
+  detached?: boolean;
+  /** Called right after spawning, e.g. to signal the process later. */
+  onSpawn?: (proc: { pid: number }) => void;
+}
+
+/**
+ * Runs a command asynchronously (the fake server lives in this process, so a blocking spawn would
+ * deadlock) and collects its output. Rejects if the deadline passes.
+ */
+export async function run(cmd: string[], options: RunOptions = {}): Promise<RunResult> {
+  const proc = Bun.spawn(cmd, {
+    cwd: options.cwd,
+    env: options.env,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    detached: options.detached,
+  });
+  options.onSpawn?.(proc);
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    try {
+      if (options.detached) process.kill(-proc.pid, "SIGKILL");
+      else proc.kill("SIGKILL");
+    } catch {
+      // already gone
+    }
+  }, timeoutMs);
+  try {
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
+    if (timedOut) throw new Error(`${cmd.join(" ")} did not finish within ${timeoutMs} ms`);
+    return { code, signal: proc.signalCode === null ? null : String(proc.signalCode), stdout, stderr };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Resolves when `check()` returns true; rejects after the deadline. Waits on events, not sleeps. */
+export async function waitFor(
+  what: string,
+  check: () => boolean,
+  wake: () => Promise<unknown>,
+  timeoutMs = 20_000,
+) {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    const left = deadline - Date.now();
+    if (left <= 0) throw new Error(`timed out waiting for ${what}`);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([wake(), new Promise((resolve) => (timer = setTimeout(resolve, left)))]);
+    clearTimeout(timer);
+  }
+}
+
+/** Names in a directory, sorted; [] if it does not exist. */
+export function listDir(dir: string): string[] {
+  try {
+    return readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** The platform the release tests build for: the host's own, so the binary can run here. */
+export const TEST_TARGET: ReleaseTarget | undefined = hostTarget();
+
+/** Builds only the given target's release assets (binary, archive, install.sh, SHA256SUMS). */
+export function buildTestRelease(outdir: string, target: ReleaseTarget): Promise<ReleaseResult> {
+  return buildRelease({ targets: [target], outdir, log: () => {} });
+}
+
+/**
+ * For end-to-end checks of the release binary as users get it: copies `binary` into a new directory
+ * outside the checkout and returns it with a separate, empty working directory to run it from.
+ * The MCP smoke test (initialize, tools/list, one cell) should start the returned `binary` with
+ * `cwd` — see the note at the end of install.test.ts.
+ */
+export function stageBinaryOutsideCheckout(binary: string, parent: string): { binary: string; cwd: string } {
+  const binDir = join(parent, "bin");
+  const cwd = join(parent, "cwd");
+  mkdirSync(binDir, { recursive: true });
+  mkdirSync(cwd, { recursive: true });
+  const copy = join(binDir, "repl-mcp");
+  copyFileSync(binary, copy);
+  if (isInside(copy, ROOT) || isInside(cwd, ROOT))
+    throw new Error(`${parent} is inside the checkout ${ROOT}`);
+  return { binary: copy, cwd };
+}
+
+/** Hard-links `from` to `to` (copies across file systems). Never write through the result. */
+export function linkOrCopy(from: string, to: string): void {
+  try {
+    linkSync(from, to);
+  } catch {
+    copyFileSync(from, to);
+  }
+}
+
+export type Hold = { started: Promise<void>; release: () => void };
+
+/**
+ * A fake GitHub release: serves files from `dirs` (URL prefix -> directory), records every request
+ * path, and 404s anything else. `holdAfterFirstChunk(path)` makes the server send the first part of
+ * that file and then stall, to interrupt a download midway.
+ */
+export class FakeReleaseServer {
+  readonly requests: string[] = [];
+  private readonly server: ReturnType<typeof Bun.serve>;
+  private readonly holds = new Map<
+    string,
+    { resolveStarted: () => void; closed: Promise<void>; close: () => void }
+  >();
+  private arrivals: Array<() => void> = [];
+
+  constructor(private readonly mounts: Record<string, string>) {
+    this.server = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: (request) => this.handle(request),
+    });
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.server.port}`;
+  }
+
+  /** Resolves at the next request (for waitFor). */
+  nextRequest(): Promise<void> {
+    return new Promise((resolve) => this.arrivals.push(resolve));
+  }
+
+  holdAfterFirstChunk(path: string): Hold {
+    let resolveStarted = () => {};
+    const started = new Promise<void>((resolve) => (resolveStarted = resolve));
+    let close = () => {};
+    const closed = new Promise<void>((resolve) => (close = resolve));
+    this.holds.set(path, { resolveStarted, closed, close });
+    return { started, release: close };
+  }
+
+  stop(): void {
+    for (const hold of this.holds.values()) hold.close();
+    this.server.stop(true);
+  }
+
+  private async handle(request: Request): Promise<Response> {
+    const path = decodeURIComponent(new URL(request.url).pathname);
+    this.requests.push(path);
+    for (const wake of this.arrivals.splice(0)) wake();
+    const file = this.resolve(path);
+    if (!file || !(await Bun.file(file).exists())) return new Response("not found\n", { status: 404 });
+    const hold = this.holds.get(path);
+    if (!hold) return new Response(Bun.file(file));
+    const data = await Bun.file(file).bytes();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        controller.enqueue(data.subarray(0, 256 * 1024));
+        hold.resolveStarted();
+        await hold.closed; // stall until the test lets go (or the server stops)
+        controller.close();
+      },
+    });
+    return new Response(body, { headers: { "content-length": String(data.length) } });
+  }
+
+  private resolve(path: string): string | undefined {
+    for (const [prefix, dir] of Object.entries(this.mounts)) {
+      if (!path.startsWith(prefix)) continue;
+      const file = resolve(dir, `.${sep}${path.slice(prefix.length)}`);
+      if (isInside(file, dir) && file !== resolve(dir)) return file;
+    }
+    return undefined;
+  }
+}
+
+/** Removes a directory tree, ignoring errors. */
+export function removeTree(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
