@@ -1,0 +1,207 @@
+// Independent sessions on their own projects and interpreters.
+import { afterEach, beforeEach, expect, test } from "bun:test";
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Harness, taggedPids, waitFor } from "../support/harness.ts";
+
+let h: Harness;
+beforeEach(async () => {
+  h = await Harness.start();
+});
+afterEach(async () => {
+  await h.close();
+});
+
+const REAL_PYTHON = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"])
+  .stdout.toString()
+  .trim();
+
+function executable(path: string, text: string): string {
+  writeFileSync(path, text);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+/** A project whose .venv/bin/python is a wrapper adding a project-only module directory. */
+function worktree(name: string): string {
+  const project = join(h.dir, name);
+  mkdirSync(join(project, ".venv", "bin"), { recursive: true });
+  mkdirSync(join(project, "lib"));
+  writeFileSync(join(project, "lib", "projmod.py"), `NAME = ${JSON.stringify(name)}\n`);
+  executable(
+    join(project, ".venv", "bin", "python"),
+    `#!/bin/sh\nPYTHONPATH=${join(project, "lib")} exec ${REAL_PYTHON} "$@"\n`,
+  );
+  return project;
+}
+
+async function open(args: Record<string, unknown>) {
+  return h.call("python_session_open", args);
+}
+
+test("two worktrees: each session uses its own .venv, imports its own module and writes in its own project", async () => {
+  const a = worktree("tree-a");
+  const b = worktree("tree-b");
+  const sa = (await open({ name: "a", project: a })).structuredContent;
+  const sb = (await open({ name: "b", project: b })).structuredContent;
+  expect(sa.environment).toMatchObject({
+    source: "project_venv",
+    python: join(a, ".venv/bin/python"),
+    validated: true,
+  });
+  expect(sa.environment.runtime_status).toBe("lazy");
+  expect(sa.generation).toBe(0);
+  expect(sa.session_id).not.toBe(sb.session_id);
+  const code = "import projmod\nopen('owner.txt', 'w').write(projmod.NAME)\nprojmod.NAME";
+  const [ra, rb] = await Promise.all([
+    h.run(code, { session_id: sa.session_id }),
+    h.run(code, { session_id: sb.session_id }),
+  ]);
+  expect(ra.value).toBe("tree-a");
+  expect(rb.value).toBe("tree-b");
+  expect(readFileSync(join(a, "owner.txt"), "utf8")).toBe("tree-a");
+  expect(readFileSync(join(b, "owner.txt"), "utf8")).toBe("tree-b");
+  const listed = (await h.call("python_session_list")).structuredContent;
+  expect(listed.sessions.map((s: { name: string }) => s.name)).toEqual(["a", "b", "default"]);
+  expect(listed.limit).toBe(32);
+});
+
+test("sessions run in parallel and keep separate state; resetting one leaves the other", async () => {
+  const s1 = (await open({ name: "same", project: h.project })).structuredContent.session_id;
+  const s2 = (await open({ name: "same", project: h.project })).structuredContent.session_id;
+  expect(s1).not.toBe(s2);
+  const began = performance.now();
+  const [r1, r2] = await Promise.all([
+    h.run("import time\ntime.sleep(0.5)\nv = 1\nv", { session_id: s1 }),
+    h.run("import time\ntime.sleep(0.5)\nv = 2\nv", { session_id: s2 }),
+  ]);
+  expect([r1.value, r2.value]).toEqual([1, 2]);
+  expect(performance.now() - began).toBeLessThan(5_000);
+  await h.run("1", { session_id: s1, reset: true });
+  expect((await h.run("v", { session_id: s2 })).value).toBe(2);
+  expect((await h.run("'v' in globals()", { session_id: s1 })).value).toBe(false);
+});
+
+test("closing: cancels the run, stops the worker, routes no more; twice is an error; default stays", async () => {
+  const opened = (await open({ name: "closing", project: h.project })).structuredContent;
+  const id = opened.session_id;
+  await h.call("python_start", { code: "import time\ntime.sleep(30)", session_id: id });
+  await waitFor(() => h.children().length === 2, { timeoutMs: 10_000, what: "the worker" });
+  const closed = await h.call("python_session_close", { session_id: id });
+  expect(closed.structuredContent).toMatchObject({ closed: true, session_id: id });
+  await waitFor(() => h.children().length === 0, { timeoutMs: 5_000, what: "the worker to stop" });
+  const again = await h.call("python_session_close", { session_id: id });
+  expect(again.isError).toBe(true);
+  expect(again.structuredContent.error).toBe("Session not found or already closed");
+  await expect(h.call("execute_python", { code: "1", session_id: id })).rejects.toThrow(
+    "Session not found or closed; open a new session",
+  );
+  const health = await h.health();
+  const dflt = await h.call("python_session_close", { session_id: health.server.session_id });
+  expect(dflt.isError).toBe(true);
+  expect(dflt.structuredContent.error).toContain("cannot be closed");
+});
+
+test("bad projects and interpreters are refused with clear errors and register nothing", async () => {
+  const missing = await open({ name: "x", project: join(h.dir, "nope") });
+  expect(missing.structuredContent.error).toBe("Project directory does not exist");
+  writeFileSync(join(h.dir, "file"), "");
+  expect((await open({ name: "x", project: join(h.dir, "file") })).structuredContent.error).toBe(
+    "Project must be a directory",
+  );
+  expect(
+    (await open({ name: "x", project: h.project, python: "/no/such/python" })).structuredContent.error,
+  ).toBe("Requested Python executable does not exist");
+  expect(
+    (await open({ name: "x", project: h.project, python: "no-such-python-xyz" })).structuredContent.error,
+  ).toBe("Requested Python executable was not found on PATH");
+  const notPython = executable(join(h.dir, "fake"), "#!/bin/sh\necho hello\n");
+  expect((await open({ name: "x", project: h.project, python: notPython })).structuredContent.error).toBe(
+    "Requested executable is not a supported Python interpreter",
+  );
+  const old = executable(
+    join(h.dir, "old"),
+    `#!/bin/sh\necho '{"implementation": "cpython", "version": "3.8.1", "major": 3, "minor": 8, "executable": "/x"}'\n`,
+  );
+  expect((await open({ name: "x", project: h.project, python: old })).structuredContent.error).toContain(
+    "Python 3.10 or newer is required",
+  );
+  const broken = join(h.dir, "broken");
+  mkdirSync(join(broken, ".venv", "bin"), { recursive: true });
+  symlinkSync("/no/such/python", join(broken, ".venv", "bin", "python"));
+  expect((await open({ name: "x", project: broken })).structuredContent.error).toContain(
+    ".venv/bin/python is missing",
+  );
+  expect((await h.call("python_session_list")).structuredContent.sessions).toHaveLength(1);
+});
+
+test("a hanging probe times out within 13 s and leaves no process", async () => {
+  const hang = executable(join(h.dir, "hang"), "#!/bin/sh\nexec sleep 60\n");
+  const began = performance.now();
+  const result = await open({ name: "hang", project: h.project, python: hang });
+  expect(performance.now() - began).toBeLessThan(13_000);
+  expect(result.structuredContent.error).toBe("Interpreter probe timed out");
+  await waitFor(() => h.children().length === 0, { timeoutMs: 2_000, what: "the probe to be gone" });
+}, 30_000);
+
+test("four hanging opens: health still answers at once and a fifth open reports capacity", async () => {
+  const hang = executable(join(h.dir, "hang"), "#!/bin/sh\nexec sleep 60\n");
+  const pending = [1, 2, 3, 4].map((i) => open({ name: `hang${i}`, project: h.project, python: hang }));
+  await waitFor(() => h.children().length >= 8, { timeoutMs: 10_000, what: "four probes" });
+  const began = performance.now();
+  await h.health();
+  expect(performance.now() - began).toBeLessThan(3_000);
+  const fifth = await open({ name: "fifth", project: h.project });
+  expect(fifth.structuredContent.error).toBe(
+    "Session opening capacity exhausted; wait for active interpreter probes",
+  );
+  for (const result of await Promise.all(pending)) {
+    expect(result.structuredContent.error).toBe("Interpreter probe timed out");
+  }
+}, 30_000);
+
+test("a client cancelling an open kills the probe and registers nothing", async () => {
+  const hang = executable(join(h.dir, "hang"), "#!/bin/sh\nexec sleep 60\n");
+  const controller = new AbortController();
+  const pending = h.client.callTool(
+    { name: "python_session_open", arguments: { name: "c", project: h.project, python: hang } },
+    undefined,
+    { signal: controller.signal },
+  );
+  await waitFor(() => h.children().length >= 2, { timeoutMs: 10_000, what: "the probe" });
+  controller.abort();
+  await expect(pending).rejects.toThrow();
+  await waitFor(() => h.children().length === 0, { timeoutMs: 3_000, what: "the probe to be killed" });
+  expect((await h.call("python_session_list")).structuredContent.sessions).toHaveLength(1);
+});
+
+test("session_inspect: metadata, and an inventory that never enters history", async () => {
+  const id = (await open({ name: "ins", project: h.project })).structuredContent.session_id;
+  const plain = (await h.call("python_session_inspect", { session_id: id })).structuredContent;
+  expect(plain.environment.runtime_status).toBe("lazy");
+  expect(plain.namespace).toBeUndefined();
+  await h.run("numbers = [1, 2, 3]\nname = 'x'", { session_id: id });
+  const inspected = (await h.call("python_session_inspect", { session_id: id, include_namespace: true }))
+    .structuredContent;
+  const names = inspected.namespace.variables.map((entry: { name: string }) => entry.name);
+  expect(names).toEqual(expect.arrayContaining(["numbers", "name"]));
+  expect(inspected.namespace.variables.find((e: { name: string }) => e.name === "numbers")).toMatchObject({
+    type: "list",
+    length: 3,
+  });
+  expect(inspected.namespace.values_included).toBe(false);
+  const latest = (await h.call("python_run", { session_id: id })).structuredContent;
+  expect(latest.success).toBe(true);
+  expect(latest.stdout).toBe("");
+  expect(latest.namespace).toBeUndefined();
+});
+
+test("processes of all sessions die with the server", async () => {
+  const id = (await open({ name: "k", project: h.project })).structuredContent.session_id;
+  await h.run("1", { session_id: id });
+  await h.run("1");
+  expect(h.children().length).toBe(4);
+  process.kill(h.serverPid, "SIGKILL");
+  await waitFor(() => taggedPids(h.tag).length === 0, { timeoutMs: 5_000, what: "all workers to die" });
+  expect(existsSync(h.project)).toBe(true);
+});
