@@ -4,7 +4,11 @@
 export {};
 
 const args = process.argv.slice(2);
-const proc = Bun.spawn([process.execPath, "test", ...args], { stdout: "inherit", stderr: "pipe" });
+// bun 1.4 ignores bunfig.toml's [test] timeout, so the default per-test limit is given here.
+const proc = Bun.spawn([process.execPath, "test", "--timeout", "60000", ...args], {
+  stdout: "inherit",
+  stderr: "pipe",
+});
 
 let tail = "";
 const decoder = new TextDecoder();

@@ -26,6 +26,7 @@ import {
   type ReleaseResult,
   type ReleaseTarget,
 } from "../../release/release.ts";
+import { Harness } from "../support/harness.ts";
 import {
   buildTestRelease,
   FakeReleaseServer,
@@ -640,7 +641,24 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
   });
 });
 
-// NOTE for the end-to-end suite: the MCP smoke test of the release binary (initialize, tools/list, one
-// cell) belongs with the tests above. Build once with buildTestRelease() and start
-// stageBinaryOutsideCheckout(join(buildDir, binaryAssetName(target)), dir).binary with its `cwd`
-// (both from ./support.ts), so the binary runs as users run it: outside the checkout.
+describe("the release binary itself", () => {
+  slowTest("run from outside the checkout it initializes, lists its tools and runs a cell", async () => {
+    const dir = makeTempDir("repl-mcp-release-smoke-");
+    try {
+      const staged = stageBinaryOutsideCheckout(join(buildDir, BINARY), dir);
+      expect(isInside(staged.binary, ROOT)).toBe(false);
+      const h = await Harness.start({ binary: staged.binary, cwd: staged.cwd });
+      try {
+        expect(h.client.getServerVersion()?.version).toBe(VERSION);
+        const listed = await h.client.listTools();
+        expect(listed.tools.map((tool) => tool.name)).toContain("execute_python");
+        const cell = await h.run("import os\n[6 * 7, os.getcwd()]");
+        expect(cell.value).toEqual([42, staged.cwd]);
+      } finally {
+        await h.close();
+      }
+    } finally {
+      removeTree(dir);
+    }
+  });
+});

@@ -15,6 +15,8 @@ export const STUCK_IN_C =
 export const BINARY = resolve(process.env.REPL_MCP_BINARY ?? join(import.meta.dir, "../../dist/repl-mcp"));
 
 export interface ServerOptions {
+  /** Another build of the binary (default: BINARY). */
+  binary?: string;
   args?: string[];
   env?: Record<string, string>;
   /** Working directory; defaults to a fresh project directory. */
@@ -45,7 +47,7 @@ export class Harness {
   static async start(options: ServerOptions = {}): Promise<Harness> {
     const harness = new Harness();
     harness.transport = new StdioClientTransport({
-      command: BINARY,
+      command: options.binary ?? BINARY,
       args: options.args ?? [],
       cwd: options.cwd ?? harness.project,
       env: harness.env(options.env),
