@@ -1,5 +1,7 @@
 // Runs the MCP server until the client goes away or a signal arrives, then stops every worker.
 import { realpathSync } from "node:fs";
+import { resolve } from "node:path";
+import { parseScopes, type Scope } from "./broker/registry.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import { describe } from "./errors.ts";
 import { log, setLogLevel } from "./log.ts";
@@ -19,9 +21,24 @@ export async function serve(options: ServeOptions): Promise<void> {
     log.error(`cannot resolve the launch directory: ${describe(error)}`);
     process.exit(1);
   }
+  let scopes: Set<Scope>;
+  try {
+    scopes = parseScopes(options.mcpScope);
+  } catch (error) {
+    process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
+    process.exit(2);
+  }
   const interpreter = selectDefaultInterpreter(options.python ?? process.env.REPL_MCP_PYTHON, project);
   if (interpreter.problem) log.warn(interpreter.problem);
-  const sessions = new Sessions({ project, interpreter, maxMemoryMib: options.maxMemoryMib });
+  const sessions = new Sessions({
+    project,
+    interpreter,
+    maxMemoryMib: options.maxMemoryMib,
+    configPath: options.config === undefined ? undefined : resolve(project, options.config),
+    scopes,
+  });
+  const registryError = sessions.defaultBroker.health().configuration_error;
+  if (registryError) log.warn(`MCP broker registry: ${registryError}`);
 
   let stopping: Promise<never> | undefined;
   const stop = (code: number): Promise<never> => {

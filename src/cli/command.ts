@@ -6,6 +6,8 @@ import { NAME, VERSION } from "../version.ts";
 
 export interface ServeOptions {
   python: string | undefined;
+  config: string | undefined;
+  mcpScope: string;
   maxMemoryMib: number;
   logLevel: LogLevelName;
 }
@@ -18,6 +20,22 @@ const args = {
     description: "How MCP clients connect; only stdio is supported",
     default: "stdio",
     valueHint: "stdio",
+  },
+  config: {
+    type: "string",
+    description:
+      "Broker registry file (mcpServers JSON) shared by all sessions; default: <project>/.mcp.json",
+    valueHint: "path",
+  },
+  "mcp-scope": {
+    type: "string",
+    description: "Broker registry sources: project, user, local (comma list), all or none",
+    default: "project",
+    valueHint: "scopes",
+  },
+  "no-autoconnect": {
+    type: "boolean",
+    description: "Accepted for older launchers; connections are always lazy",
   },
   python: {
     type: "string",
@@ -39,15 +57,9 @@ const args = {
   },
 } as const;
 
-const KNOWN = new Set([
-  "transport",
-  "python",
-  "max-memory-mib",
-  "maxMemoryMib",
-  "log-level",
-  "logLevel",
-  "_",
-]);
+const camel = (name: string) => name.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase());
+// citty reports each flag under its own name and its camelCase alias; booleans also as their negation.
+const KNOWN = new Set(["_", "autoconnect", ...Object.keys(args).flatMap((name) => [name, camel(name)])]);
 
 function optionsFrom(parsed: Record<string, unknown>): ServeOptions {
   const unknown = Object.keys(parsed).filter((key) => !KNOWN.has(key));
@@ -67,7 +79,15 @@ function optionsFrom(parsed: Record<string, unknown>): ServeOptions {
   }
   const python = parsed.python as string | undefined;
   if (python === "") throw new UsageError("--python needs a path");
-  return { python, maxMemoryMib: Number(mib), logLevel: level as LogLevelName };
+  const config = parsed.config as string | undefined;
+  if (config === "") throw new UsageError("--config needs a path");
+  return {
+    python,
+    config,
+    mcpScope: String(parsed["mcp-scope"]),
+    maxMemoryMib: Number(mib),
+    logLevel: level as LogLevelName,
+  };
 }
 
 export async function runCli(serve: (options: ServeOptions) => Promise<void>): Promise<void> {

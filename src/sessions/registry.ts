@@ -3,9 +3,14 @@
 import { randomUUID } from "node:crypto";
 import { realpathSync, statSync } from "node:fs";
 import { resolve } from "node:path";
+import { Broker } from "../broker/broker.ts";
+import { Journal } from "../broker/journal.ts";
+import type { Scope } from "../broker/registry.ts";
 import { ProtocolError, ReplError } from "../errors.ts";
 import { SESSION_CLOSE_WAIT_MS, SESSION_NAME_MAX_BYTES, SESSION_OPENS_MAX, SESSIONS_MAX } from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
+import type { Bridge } from "../worker/rpc.ts";
+import { brokerBridge } from "./bridge.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { probeInterpreter } from "./probe.ts";
 import { Session, workerEnv } from "./session.ts";
@@ -16,6 +21,9 @@ export interface SessionsOptions {
   project: string;
   interpreter: Interpreter;
   maxMemoryMib: number;
+  /** An explicit --config registry (absolute) shared by all sessions; else each project's .mcp.json. */
+  configPath: string | undefined;
+  scopes: Set<Scope>;
 }
 
 export class Sessions {
@@ -23,9 +31,13 @@ export class Sessions {
   readonly default: Session;
   private readonly byId = new Map<string, Session>();
   private opening = 0;
+  readonly journal = new Journal();
+  /** One broker per canonical project (one in all with an explicit --config), with its session count. */
+  private readonly brokers = new Map<string, { broker: Broker; sessions: number }>();
 
   constructor(private readonly options: SessionsOptions) {
     this.default = new Session({
+      bridge: (id) => this.attachBroker(options.project, id),
       serverId: this.serverId,
       name: "default",
       project: options.project,
@@ -86,6 +98,7 @@ export class Sessions {
         );
       }
       const session = new Session({
+        bridge: (id) => this.attachBroker(project, id),
         serverId: this.serverId,
         name,
         project,
@@ -114,7 +127,13 @@ export class Sessions {
     this.byId.delete(sessionId);
     session.closed = true;
     await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
+    await this.detachBroker(session.project);
     return session;
+  }
+
+  /** The default project's broker: health reports it. */
+  get defaultBroker(): Broker {
+    return (this.brokers.get(this.brokerKey(this.options.project)) as { broker: Broker }).broker;
   }
 
   async shutdown(): Promise<void> {
@@ -124,6 +143,37 @@ export class Sessions {
         return session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
       }),
     );
+    await Promise.all([...this.brokers.values()].map(({ broker }) => broker.close()));
+  }
+
+  private brokerKey(project: string): string {
+    return this.options.configPath === undefined ? project : "";
+  }
+
+  private attachBroker(project: string, sessionId: string): Bridge {
+    const key = this.brokerKey(project);
+    let held = this.brokers.get(key);
+    if (!held) {
+      const broker = new Broker(
+        { project, configPath: this.options.configPath, scopes: this.options.scopes, env: process.env },
+        this.journal,
+      );
+      held = { broker, sessions: 0 };
+      this.brokers.set(key, held);
+    }
+    held.sessions++;
+    return brokerBridge(held.broker, this.journal, sessionId);
+  }
+
+  /** The last session of a project closing shuts its broker (the default project's lives on). */
+  private async detachBroker(project: string): Promise<void> {
+    const key = this.brokerKey(project);
+    const held = this.brokers.get(key);
+    if (!held) return;
+    held.sessions--;
+    if (held.sessions > 0 || key === this.brokerKey(this.options.project)) return;
+    this.brokers.delete(key);
+    await held.broker.close();
   }
 }
 

@@ -1,6 +1,7 @@
 // A session: a named namespace bound to a project directory and an interpreter, with its own worker,
 // run history and generation.
 import { randomUUID } from "node:crypto";
+import type { Bridge } from "../worker/rpc.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
 import type { ProbeResult } from "./probe.ts";
@@ -16,6 +17,8 @@ export interface SessionOptions {
   /** A reason no worker can start (the server default interpreter is missing). */
   problem?: string;
   maxMemoryMib: number;
+  /** Makes the bridge for this session's cells once its id exists. */
+  bridge: (sessionId: string) => Bridge;
 }
 
 export class Session {
@@ -42,6 +45,7 @@ export class Session {
       serverId: options.serverId,
       sessionId: this.id,
       maxMemoryMib: options.maxMemoryMib,
+      bridge: options.bridge(this.id),
       launch: {
         python: options.python,
         problem: options.problem,

@@ -54,7 +54,30 @@ export const JobFrame = v.object({
 });
 export type JobFrame = v.InferOutput<typeof JobFrame>;
 
-export const WorkerFrame = v.variant("type", [ReadyFrame, OutputFrame, ResultFrame, JobFrame]);
+/** A bridge request from a cell (docs/worker-protocol.md, "Bridge calls"). */
+export const RpcFrame = v.object({
+  type: v.literal("rpc"),
+  id: v.string(),
+  run_id: v.string(),
+  op: v.string(),
+  params: v.optional(v.record(v.string(), v.unknown()), {}),
+});
+export type RpcFrame = v.InferOutput<typeof RpcFrame>;
+
+export const RpcCancelFrame = v.object({
+  type: v.literal("rpc_cancel"),
+  id: v.string(),
+  run_id: v.optional(v.string()),
+});
+
+export const WorkerFrame = v.variant("type", [
+  ReadyFrame,
+  OutputFrame,
+  ResultFrame,
+  JobFrame,
+  RpcFrame,
+  RpcCancelFrame,
+]);
 export type WorkerFrame = v.InferOutput<typeof WorkerFrame>;
 
 /** Frames of types this server does not handle yet are ignored, as the protocol allows. */
@@ -62,7 +85,7 @@ export function parseWorkerFrame(value: unknown): WorkerFrame | undefined {
   const parsed = v.safeParse(WorkerFrame, value);
   if (parsed.success) return parsed.output;
   const type = (value as { type?: unknown } | null)?.type;
-  if (type === "ready" || type === "output" || type === "result" || type === "job") {
+  if (typeof type === "string" && ["ready", "output", "result", "job", "rpc", "rpc_cancel"].includes(type)) {
     throw new Error(`malformed ${type} frame from worker`);
   }
   return undefined;

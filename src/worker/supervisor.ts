@@ -18,6 +18,7 @@ import type { ReadyFrame, WorkerResult } from "./frames.ts";
 import { RunHistory } from "./history.ts";
 import { type WorkerLaunch, WorkerProcess } from "./process.ts";
 import { type ExecutionResult, Messages } from "./result.ts";
+import { type Bridge, RpcDesk } from "./rpc.ts";
 import { residentBytes } from "./rss.ts";
 import { ActiveRun, type RunTask } from "./run.ts";
 
@@ -27,6 +28,8 @@ export interface SupervisorOptions {
   /** Where and how to start a worker. */
   launch: WorkerLaunch;
   maxMemoryMib: number;
+  /** Serves the cells' bridge requests (mcp.*); absent → they are refused. */
+  bridge?: Bridge;
 }
 
 export interface RunRequest {
@@ -264,10 +267,13 @@ export class Supervisor {
       deliver = resolve;
     });
     worker.stderr.reset();
+    const desk = new RpcDesk(worker, this.options.bridge);
     worker.onFrame = (frame) => {
       if (frame.type === "output" && frame.id === run.id) run.appendOutput(frame.stream, frame.text);
       else if (frame.type === "result" && frame.id === run.id)
         deliver({ kind: "result", result: frame.result });
+      else if (frame.type === "rpc") desk.handle(frame, run.id, run.cancelReason !== undefined);
+      else if (frame.type === "rpc_cancel") desk.cancel(frame.id);
     };
     void worker.closed.then(() => deliver({ kind: "closed" }));
     const onCancel = () => deliver({ kind: "cancelled" });
@@ -281,13 +287,15 @@ export class Supervisor {
       worker.send(this.frameFor(run, request.timeoutSeconds)).catch(() => worker.kill("broken"));
       let first = await outcome;
       if (first.kind === "cancelled") {
-        // Cancellation order: detached job groups first (they cannot see SIGINT), then SIGINT, then a grace.
+        // Cancellation order: bridge calls and detached job groups first (they cannot see SIGINT), then
+        // SIGINT, then a grace.
         const reason = run.cancelReason ?? Messages.cancelled;
         outcome = new Promise<Outcome>((resolve) => {
           deliver = resolve;
         });
         void worker.closed.then(() => deliver({ kind: "closed" }));
         const grace = setTimeout(() => deliver({ kind: "grace" }), INTERRUPT_GRACE_MS);
+        desk.abortAll();
         worker.killJobs();
         worker.interrupt();
         first = await outcome;
@@ -312,6 +320,7 @@ export class Supervisor {
       clearTimeout(deadline);
       if (rssTimer) clearInterval(rssTimer);
       run.signal.removeEventListener("abort", onCancel);
+      desk.abortAll();
       worker.onFrame = () => {};
     }
   }

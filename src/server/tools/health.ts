@@ -21,13 +21,7 @@ export const pythonHealth = defineTool({
     const { sessions, maxMemoryMib } = ctx;
     return {
       server: sessionMetadata(sessions.default, maxMemoryMib),
-      broker: {
-        enabled: false,
-        configured_servers: 0,
-        connected_transports: 0,
-        configuration_error: null,
-        note: "This build does not include the MCP broker yet; mcp.call is unavailable in cells.",
-      },
+      broker: sessions.defaultBroker.health(),
       sessions: sessionList(sessions, maxMemoryMib),
     };
   },

@@ -1,0 +1,78 @@
+// Process facts read straight from /proc (Linux): resident memory, parent and children, liveness.
+import { readdirSync, readFileSync } from "node:fs";
+
+function read(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
+/** VmRSS of a process in KiB, or undefined when the process is gone. */
+export function rssKiB(pid: number): number | undefined {
+  const status = read(`/proc/${pid}/status`);
+  const match = status?.match(/^VmRSS:\s+(\d+)\s+kB$/m);
+  return match ? Number(match[1]) : undefined;
+}
+
+/** Fields of /proc/<pid>/stat after the command name (which may itself contain spaces or parens). */
+function statFields(pid: number): string[] | undefined {
+  const stat = read(`/proc/${pid}/stat`);
+  if (!stat) return undefined;
+  return stat
+    .slice(stat.lastIndexOf(")") + 2)
+    .trim()
+    .split(" ");
+}
+
+export function parentOf(pid: number): number | undefined {
+  const fields = statFields(pid);
+  return fields ? Number(fields[1]) : undefined;
+}
+
+/** True while the process exists and is not a zombie waiting to be reaped. */
+export function isAlive(pid: number): boolean {
+  const fields = statFields(pid);
+  return fields !== undefined && fields[0] !== "Z" && fields[0] !== "X";
+}
+
+/** Direct children, from every thread's children list (a child may have been forked by any thread). */
+export function childrenOf(pid: number): number[] {
+  const found = new Set<number>();
+  let tasks: string[] = [];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
+  }
+  for (const task of tasks) {
+    const list = read(`/proc/${pid}/task/${task}/children`);
+    for (const word of list?.split(" ") ?? []) if (word.trim()) found.add(Number(word));
+  }
+  return [...found];
+}
+
+/** The process and all its descendants, parents first. */
+export function processTree(pid: number): number[] {
+  const tree: number[] = [];
+  const queue = [pid];
+  while (queue.length > 0) {
+    const next = queue.shift() as number;
+    if (tree.includes(next)) continue;
+    tree.push(next);
+    queue.push(...childrenOf(next));
+  }
+  return tree;
+}
+
+/** Polls until every pid is gone or the deadline passes; returns the ones still alive. */
+export async function waitGone(pids: readonly number[], deadlineMs: number): Promise<number[]> {
+  const until = performance.now() + deadlineMs;
+  let alive = pids.filter(isAlive);
+  while (alive.length > 0 && performance.now() < until) {
+    await Bun.sleep(10);
+    alive = alive.filter(isAlive);
+  }
+  return alive;
+}

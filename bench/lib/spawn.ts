@@ -1,0 +1,62 @@
+// Plain process helpers: timing a short-lived command, running one for its output, compiling a reference.
+import { closeSync } from "node:fs";
+
+/** Milliseconds from spawn to exit of a command whose output is discarded; throws if it fails. */
+export async function timeCommand(argv: string[], env: Record<string, string>): Promise<number> {
+  const started = performance.now();
+  const proc = Bun.spawn(argv, { env, stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+  const code = await proc.exited;
+  const elapsed = performance.now() - started;
+  if (code !== 0) throw new Error(`${argv.join(" ")} exited with ${code}`);
+  return elapsed;
+}
+
+/** Runs a command to completion and returns its trimmed stdout; throws with stderr if it fails. */
+export function output(argv: string[], env: Record<string, string>, cwd?: string): string {
+  const result = Bun.spawnSync(argv, { env, cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  if (result.exitCode !== 0) {
+    throw new Error(`${argv.join(" ")} exited with ${result.exitCode}: ${result.stderr.toString().trim()}`);
+  }
+  return result.stdout.toString().trim();
+}
+
+/** The flags release/build.ts compiles the product with; the reference gets exactly the same. */
+export const COMPILE_FLAGS = ["--compile", "--no-compile-autoload-dotenv", "--no-compile-autoload-bunfig"];
+
+/** Compiles `entry` into a standalone binary with this Bun; run from the checkout so the SDK resolves. */
+export function compileBinary(entry: string, outfile: string, root: string): void {
+  output([process.execPath, "build", ...COMPILE_FLAGS, entry, "--outfile", outfile], { ...cleanEnv() }, root);
+  if (!Bun.file(outfile).size) throw new Error(`compiling ${entry} produced no ${outfile}`);
+}
+
+/** process.env without undefined values, as Bun.spawn and the SDK transport want it. */
+export function cleanEnv(extra: Record<string, string | undefined> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries({ ...process.env, ...extra })) {
+    if (value !== undefined) env[key] = value;
+  }
+  return env;
+}
+
+/**
+ * Milliseconds a guardian (the binary's hidden mode) needs to start and react to its lifeline: it is
+ * spawned exactly as the server spawns it (own session, control and event pipes on fds 3 and 4) and its
+ * control pipe is closed at once. It ends itself (by a signal to its own group), so any exit counts.
+ */
+export async function timeGuardian(binary: string, env: Record<string, string>): Promise<number> {
+  const started = performance.now();
+  const proc = Bun.spawn([binary, "--internal-guardian", "0"], {
+    env,
+    stdio: ["ignore", "ignore", "ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  for (const fd of [proc.stdio[3], proc.stdio[4]]) {
+    try {
+      closeSync(fd as unknown as number);
+    } catch {}
+  }
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 5_000);
+  await proc.exited;
+  clearTimeout(timer);
+  return performance.now() - started;
+}

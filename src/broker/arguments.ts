@@ -1,0 +1,97 @@
+// Checks before a call is dispatched: the arguments fit the budget, the peer's input schema is small
+// and simple enough to validate in bounded time, and the arguments satisfy it. Messages never quote
+// the values.
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
+import { ReplError } from "../errors.ts";
+import {
+  BROKER_ARGUMENT_MAX_BYTES,
+  BROKER_ARGUMENT_MAX_DEPTH,
+  BROKER_ARGUMENT_MAX_NODES,
+  BROKER_SCHEMA_MAX_BRANCHES,
+  BROKER_SCHEMA_MAX_BYTES,
+  BROKER_SCHEMA_MAX_DEPTH,
+  BROKER_SCHEMA_MAX_NODES,
+  BROKER_SCHEMA_MAX_PATTERN_CHARS,
+} from "../limits.ts";
+import { utf8Bytes } from "../text/utf8.ts";
+
+/** Depth and node count of a JSON value, stopping early once a limit is passed. */
+function shape(value: unknown, maxDepth: number, maxNodes: number): { depth: number; nodes: number } {
+  let nodes = 0;
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop() as [unknown, number];
+    nodes++;
+    deepest = Math.max(deepest, depth);
+    if (nodes > maxNodes || deepest > maxDepth) break;
+    if (item && typeof item === "object") {
+      for (const child of Object.values(item)) stack.push([child, depth + 1]);
+    }
+  }
+  return { depth: deepest, nodes };
+}
+
+export function checkArguments(args: Record<string, unknown>): void {
+  const { depth, nodes } = shape(args, BROKER_ARGUMENT_MAX_DEPTH, BROKER_ARGUMENT_MAX_NODES);
+  if (depth > BROKER_ARGUMENT_MAX_DEPTH || nodes > BROKER_ARGUMENT_MAX_NODES) {
+    throw new ReplError("ARGS_BUDGET", "MCP arguments exceed depth 64 or 16384 values; send less per call");
+  }
+  if (utf8Bytes(JSON.stringify(args)) > BROKER_ARGUMENT_MAX_BYTES) {
+    throw new ReplError(
+      "ARGS_BUDGET",
+      "MCP arguments exceed the 256 KiB budget; use an artifact or a file instead",
+    );
+  }
+}
+
+function schemaWithinBounds(schema: unknown): boolean {
+  if (utf8Bytes(JSON.stringify(schema)) > BROKER_SCHEMA_MAX_BYTES) return false;
+  const { depth, nodes } = shape(schema, BROKER_SCHEMA_MAX_DEPTH, BROKER_SCHEMA_MAX_NODES);
+  if (depth > BROKER_SCHEMA_MAX_DEPTH || nodes > BROKER_SCHEMA_MAX_NODES) return false;
+  const stack: unknown[] = [schema];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (!node || typeof node !== "object") continue;
+    const record = node as Record<string, unknown>;
+    for (const key of ["anyOf", "oneOf", "allOf"]) {
+      const branches = record[key];
+      if (Array.isArray(branches) && branches.length > BROKER_SCHEMA_MAX_BRANCHES) return false;
+    }
+    if (typeof record.pattern === "string" && record.pattern.length > BROKER_SCHEMA_MAX_PATTERN_CHARS)
+      return false;
+    if (typeof record.$ref === "string" && !record.$ref.startsWith("#")) return false;
+    stack.push(...Object.values(record));
+  }
+  return true;
+}
+
+const validator = new AjvJsonSchemaValidator();
+const compiled = new WeakMap<object, (input: unknown) => boolean>();
+
+export function validateAgainstSchema(schema: unknown, args: Record<string, unknown>): void {
+  if (!schema || typeof schema !== "object") return;
+  if (!schemaWithinBounds(schema)) {
+    throw new ReplError(
+      "SCHEMA_BOUNDS",
+      "MCP tool inputSchema exceeds the broker's validation bounds; the call was not sent",
+    );
+  }
+  let check = compiled.get(schema);
+  if (!check) {
+    let validate: ReturnType<typeof validator.getValidator>;
+    try {
+      validate = validator.getValidator(schema as Parameters<typeof validator.getValidator>[0]);
+    } catch {
+      throw new ReplError("SCHEMA_INVALID", "MCP tool inputSchema cannot be compiled; the call was not sent");
+    }
+    check = (input) => validate(input).valid;
+    compiled.set(schema, check);
+  }
+  if (!check(args)) {
+    throw new ReplError(
+      "ARGS_SCHEMA",
+      "MCP arguments violate inputSchema; inspect mcp.help(server, tool). Values are omitted from diagnostics",
+    );
+  }
+}

@@ -1,0 +1,241 @@
+// The broker of one project (or of an explicit --config): which servers a cell may use, and the
+// calls themselves — allowedTools checked before connecting, arguments checked before dispatch, a
+// journal record for everything dispatched, and nothing dispatched ever retried.
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
+import { describe, ReplError } from "../errors.ts";
+import {
+  BROKER_CONCURRENT_REQUESTS,
+  BROKER_REGISTRY_REFRESH_MS,
+  BROKER_RESULT_MAX_BYTES,
+  TIMEOUT_MAX_SECONDS,
+  TIMEOUT_MIN_SECONDS,
+} from "../limits.ts";
+import { utf8Bytes } from "../text/utf8.ts";
+import { checkArguments, validateAgainstSchema } from "./arguments.ts";
+import { Catalogues, granted, type Tool } from "./catalogue.ts";
+import type { ServerEntry } from "./config.ts";
+import { ConnectionPool, transportKey } from "./connections.ts";
+import { explain } from "./explain.ts";
+import type { Journal, JournalRecord } from "./journal.ts";
+import { loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
+import { Semaphore } from "./semaphore.ts";
+
+export interface CallContext {
+  sessionId: string;
+  runId: string | null;
+  signal?: AbortSignal;
+}
+
+const UNKNOWN_SERVER =
+  "Unknown or unauthorized MCP server; use mcp.servers() and explicit --config, then mcp.refresh()";
+const DENIED =
+  "Tool denied by broker allowedTools policy; add it to allowedTools in the registry, then mcp.refresh()";
+const UNKNOWN_TOOL = "Unknown or unauthorized MCP tool; inspect mcp.list_tools(server)";
+
+export class Broker {
+  private registry: Registry;
+  private loadedAt = Date.now();
+  private readonly pool = new ConnectionPool();
+  private readonly catalogues = new Catalogues();
+  private readonly slots = new Semaphore(BROKER_CONCURRENT_REQUESTS);
+
+  constructor(
+    private readonly options: RegistryOptions,
+    private readonly journal: Journal,
+  ) {
+    this.registry = loadRegistry(options);
+  }
+
+  get project(): string {
+    return this.options.project;
+  }
+
+  servers(): string[] {
+    return [...this.usable().servers.keys()].sort();
+  }
+
+  async tools(server: string, timeoutSeconds: number, signal?: AbortSignal): Promise<Tool[]> {
+    const deadline = this.deadline(timeoutSeconds);
+    const entry = this.entry(server);
+    const connection = await this.pool.get(entry, deadline, signal);
+    return this.catalogues.load(connection, entry, deadline, signal);
+  }
+
+  async call(
+    server: string,
+    tool: string,
+    args: unknown,
+    timeoutSeconds: number,
+    context: CallContext,
+  ): Promise<Record<string, unknown>> {
+    const deadline = this.deadline(timeoutSeconds);
+    const entry = this.entry(server);
+    const { signal } = context;
+    const release = await this.slots.acquire(deadline, signal);
+    try {
+      if (!granted(entry, tool)) throw new ReplError("MCP_DENIED", DENIED);
+      if (!args || typeof args !== "object" || Array.isArray(args)) {
+        throw new ReplError("MCP_ARGS", "MCP arguments must be an object");
+      }
+      const argumentsObject = args as Record<string, unknown>;
+      checkArguments(argumentsObject);
+      const connection = await this.pool.get(entry, deadline, signal);
+      connection.inUse++;
+      try {
+        const tools = await this.catalogues.load(connection, entry, deadline, signal);
+        const definition = tools.find((candidate) => candidate.name === tool);
+        if (!definition) throw new ReplError("MCP_TOOL", UNKNOWN_TOOL);
+        validateAgainstSchema(definition.inputSchema, argumentsObject);
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) {
+          throw new ReplError(
+            "MCP_DEADLINE",
+            "MCP deadline exceeded before dispatch; external outcome may be unknown",
+          );
+        }
+        if (signal?.aborted) throw new ReplError("MCP_CANCELLED", "MCP call cancelled before dispatch");
+        const record = this.journal.dispatched({
+          session_id: context.sessionId,
+          project: this.options.project,
+          run_id: context.runId,
+          server,
+          tool,
+        });
+        return await this.dispatch(connection.client, record, tool, argumentsObject, remaining, signal);
+      } finally {
+        connection.inUse--;
+      }
+    } finally {
+      release();
+    }
+  }
+
+  /** Reloads the registry now; connections whose configuration disappeared are closed. */
+  async refresh(): Promise<Record<string, unknown>> {
+    await this.reload();
+    return this.health();
+  }
+
+  explain(server: string, tool: string | null) {
+    return explain(this.registry, this.pool, this.catalogues, server, tool);
+  }
+
+  health() {
+    return {
+      configured_servers: this.registry.servers.size,
+      connected_transports: this.pool.liveCount,
+      configuration_error: this.registry.error,
+      max_concurrent_requests: BROKER_CONCURRENT_REQUESTS,
+      authentication:
+        "Static headers and ${VAR} substitution from the server's environment; OAuth entries are validated, " +
+        "but OAuth login is not part of this version. Other clients' credentials are never read.",
+      journal: this.journal.size,
+      enabled: !this.registry.disabled,
+      provenance: this.registry.provenance,
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.closeAll();
+  }
+
+  private async dispatch(
+    client: import("@modelcontextprotocol/sdk/client/index.js").Client,
+    record: JournalRecord,
+    tool: string,
+    args: Record<string, unknown>,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<Record<string, unknown>> {
+    let result: Record<string, unknown>;
+    try {
+      result = (await client.request(
+        { method: "tools/call", params: { name: tool, arguments: args } },
+        CallToolResultSchema,
+        {
+          timeout: timeoutMs,
+          signal,
+        },
+      )) as Record<string, unknown>;
+    } catch (error) {
+      this.journal.finish(record, "outcome_unknown");
+      if (signal?.aborted) {
+        throw new ReplError(
+          "MCP_CANCELLED",
+          "MCP call cancelled; external outcome is unknown, request was not retried",
+        );
+      }
+      if ((error as { code?: number }).code === -32001) {
+        throw new ReplError(
+          "MCP_DEADLINE",
+          "MCP deadline exceeded; external outcome is unknown, request was not retried",
+        );
+      }
+      throw new ReplError(
+        "MCP_TRANSPORT",
+        "MCP transport or protocol error; external outcome may be unknown, request was not retried",
+      );
+    }
+    this.journal.finish(record, result.isError === true ? "tool_error" : "completed");
+    if (utf8Bytes(JSON.stringify(result)) > BROKER_RESULT_MAX_BYTES) {
+      throw new ReplError(
+        "MCP_RESULT_SIZE",
+        `MCP returned a known outcome for call ${record.id}, but its result exceeds the ${BROKER_RESULT_MAX_BYTES}-byte ` +
+          "delivery budget; the call completed once and was not retried. Inspect the target system for its effect.",
+      );
+    }
+    return result;
+  }
+
+  private deadline(timeoutSeconds: number): number {
+    if (
+      !(
+        Number.isFinite(timeoutSeconds) &&
+        timeoutSeconds >= TIMEOUT_MIN_SECONDS &&
+        timeoutSeconds <= TIMEOUT_MAX_SECONDS
+      )
+    ) {
+      throw new ReplError("MCP_TIMEOUT", "MCP timeout must be a finite number of seconds in 0.01..3600");
+    }
+    return Date.now() + timeoutSeconds * 1000;
+  }
+
+  /** The registry, reloaded when it is old, refusing every operation while it is broken. */
+  private usable(): Registry {
+    if (Date.now() - this.loadedAt > BROKER_REGISTRY_REFRESH_MS) void this.reload();
+    if (this.registry.error) {
+      throw new ReplError(
+        "MCP_CONFIG",
+        `MCP configuration error: ${this.registry.error}; repair registry then mcp.refresh()`,
+      );
+    }
+    if (this.registry.disabled) {
+      throw new ReplError(
+        "MCP_DISABLED",
+        "The MCP broker is disabled (--mcp-scope none or REPL_MCP_NO_BRIDGE=1)",
+      );
+    }
+    return this.registry;
+  }
+
+  private entry(server: string): ServerEntry {
+    const entry = this.usable().servers.get(server);
+    if (!entry) throw new ReplError("MCP_SERVER", UNKNOWN_SERVER);
+    return entry;
+  }
+
+  private async reload(): Promise<void> {
+    this.loadedAt = Date.now();
+    try {
+      this.registry = loadRegistry(this.options);
+    } catch (error) {
+      this.registry = {
+        ...this.registry,
+        servers: new Map(),
+        error: `MCP registry could not be loaded: ${describe(error)}`,
+      };
+    }
+    this.catalogues.clear();
+    await this.pool.retain(new Set([...this.registry.servers.values()].map(transportKey)));
+  }
+}

@@ -1,0 +1,230 @@
+// One registry entry (contract §5.2) as the user wrote it, validated strictly, and ${VAR} substitution
+// (§5.3). Error messages name the server and the field, never a value: values may be secrets.
+import * as v from "valibot";
+import { ReplError } from "../errors.ts";
+import { SERVER_NAME_MAX_BYTES } from "../limits.ts";
+import { utf8Bytes } from "../text/utf8.ts";
+
+const NonEmpty = v.pipe(v.string(), v.minLength(1));
+
+const OAuth = v.strictObject({
+  grantType: v.optional(v.picklist(["authorization_code", "client_credentials"])),
+  clientId: v.optional(v.string()),
+  clientSecret: v.optional(v.string()),
+  credentialFile: v.optional(v.string()),
+  redirectPort: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65_535))),
+  scopes: v.optional(v.array(v.string())),
+});
+
+export const RawEntry = v.strictObject({
+  type: v.optional(v.string()),
+  command: v.optional(v.string()),
+  args: v.optional(v.array(v.string())),
+  env: v.optional(v.record(v.string(), v.string())),
+  cwd: v.optional(v.string()),
+  url: v.optional(v.string()),
+  headers: v.optional(v.record(v.string(), v.string())),
+  disabled: v.optional(v.boolean()),
+  brokerAllowed: v.optional(v.boolean()),
+  allowedTools: v.optional(v.array(NonEmpty)),
+  oauth: v.optional(OAuth),
+});
+export type RawEntry = v.InferOutput<typeof RawEntry>;
+
+export interface StdioEntry {
+  type: "stdio";
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  /** Absolute; defaults to the registry file's directory. */
+  cwd: string;
+}
+
+export interface HttpEntry {
+  type: "http";
+  url: string;
+  headers: Record<string, string>;
+  oauth?: v.InferOutput<typeof OAuth>;
+}
+
+/** What a server entry resolves to; `policy` does not affect the transport, so aliases share one. */
+export interface ServerEntry {
+  name: string;
+  transport: StdioEntry | HttpEntry;
+  allowedTools: string[] | undefined;
+  /** The source it came from, for explain/health. */
+  scope: "project" | "user" | "local" | "config";
+}
+
+export function configError(message: string): ReplError {
+  return new ReplError("MCP_CONFIG", message);
+}
+
+export function validServerName(name: string): boolean {
+  const bytes = utf8Bytes(name);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we reject
+  return bytes >= 1 && bytes <= SERVER_NAME_MAX_BYTES && !/[\u0000-\u001f\u007f]/.test(name);
+}
+
+/** Replaces `${NAME}` placeholders from the environment; nothing else is special. */
+export function substitute(value: string, env: NodeJS.ProcessEnv): string {
+  let out = "";
+  let index = 0;
+  for (;;) {
+    const start = value.indexOf("${", index);
+    if (start === -1) return out + value.slice(index);
+    const end = value.indexOf("}", start + 2);
+    if (end === -1) throw configError("Unclosed environment placeholder in MCP config");
+    const name = value.slice(start + 2, end);
+    if (!/^[A-Za-z0-9_]+$/.test(name)) throw configError("Invalid environment placeholder in MCP config");
+    const resolved = env[name];
+    if (resolved === undefined)
+      throw configError("Required environment variable is missing; config values are omitted");
+    if (resolved === "")
+      throw configError("Required environment variable is empty; configure credentials explicitly");
+    out += value.slice(index, start) + resolved;
+    index = end + 1;
+  }
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: header values must not contain control characters
+const HEADER_VALUE = /^[^\u0000-\u0008\u000a-\u001f\u007f]*$/;
+const RESERVED_HEADERS = new Set([
+  "accept",
+  "mcp-session-id",
+  "last-event-id",
+  "content-type",
+  "mcp-protocol-version",
+]);
+
+/** Validates a parsed entry and resolves it; `base` is the directory relative paths resolve against. */
+export function resolveEntry(
+  name: string,
+  raw: unknown,
+  scope: ServerEntry["scope"],
+  base: string,
+  env: NodeJS.ProcessEnv,
+  resolvePath: (base: string, path: string) => string,
+  isDirectory: (path: string) => boolean,
+): ServerEntry {
+  const fail = (what: string) => configError(`MCP server "${name}": ${what}`);
+  if (!validServerName(name))
+    throw configError("MCP server names must be 1..200 bytes without control characters");
+  const parsed = v.safeParse(RawEntry, raw);
+  if (!parsed.success) {
+    const issue = parsed.issues[0];
+    const field = issue.path?.map((item) => String(item.key)).join(".") ?? "entry";
+    throw fail(
+      issue.type === "strict_object" && issue.input !== undefined
+        ? `unknown field "${field}"`
+        : `invalid value for "${field}"`,
+    );
+  }
+  const entry = parsed.output;
+  const type = entry.type ?? (entry.command !== undefined ? "stdio" : "http");
+  const sub = (value: string) => substitute(value, env);
+
+  if (type === "stdio") {
+    if (entry.url !== undefined || entry.headers !== undefined || entry.oauth !== undefined) {
+      throw fail("stdio entries cannot have url, headers or oauth");
+    }
+    if (!entry.command) throw fail("stdio entries need a non-empty command");
+    const cwd = entry.cwd === undefined ? base : resolvePath(base, sub(entry.cwd));
+    if (!isDirectory(cwd)) throw fail("cwd must be an existing directory");
+    const envOut: Record<string, string> = {};
+    for (const [key, value] of Object.entries(entry.env ?? {})) envOut[key] = sub(value);
+    return {
+      name,
+      scope,
+      allowedTools: entry.allowedTools,
+      transport: {
+        type: "stdio",
+        command: sub(entry.command),
+        args: (entry.args ?? []).map(sub),
+        env: envOut,
+        cwd,
+      },
+    };
+  }
+  if (type !== "http" && type !== "streamable-http")
+    throw fail("unsupported transport; use stdio or streamable-http");
+  if (
+    entry.command !== undefined ||
+    entry.args !== undefined ||
+    entry.env !== undefined ||
+    entry.cwd !== undefined
+  ) {
+    throw fail("http entries cannot have command, args, env or cwd");
+  }
+  if (!entry.url) throw fail("http entries need a url");
+  let url: URL;
+  try {
+    url = new URL(sub(entry.url));
+  } catch (error) {
+    if (error instanceof Error && error.name === "ReplError") throw error;
+    throw fail("url is not a valid URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw fail("url must use http or https");
+  if (!url.hostname) throw fail("url needs a host");
+  if (url.username || url.password) throw fail("url must not embed a user or password");
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(entry.headers ?? {})) {
+    if (!HEADER_NAME.test(key)) throw fail("a header name is not valid HTTP");
+    if (RESERVED_HEADERS.has(key.toLowerCase())) throw fail(`header "${key}" is managed by the transport`);
+    const resolved = sub(value);
+    if (!HEADER_VALUE.test(resolved)) throw fail("a header value is not valid HTTP");
+    if (key.toLowerCase() === "authorization" && /^\s*(bearer)?\s*$/i.test(resolved)) {
+      throw fail("empty authorization header; configure credentials explicitly");
+    }
+    headers[key] = resolved;
+  }
+  const oauth = entry.oauth;
+  if (oauth) {
+    if (Object.keys(headers).some((key) => key.toLowerCase() === "authorization")) {
+      throw fail("oauth conflicts with an Authorization header");
+    }
+    const grant = oauth.grantType ?? "authorization_code";
+    if (grant === "authorization_code" && !oauth.credentialFile) {
+      throw fail("oauth authorization_code needs credentialFile");
+    }
+    if (grant === "client_credentials" && !(oauth.clientId && oauth.clientSecret)) {
+      throw fail("oauth client_credentials needs clientId and clientSecret");
+    }
+  }
+  return {
+    name,
+    scope,
+    allowedTools: entry.allowedTools,
+    transport: {
+      type: "http",
+      url: url.toString(),
+      headers,
+      ...(oauth
+        ? {
+            oauth: {
+              ...oauth,
+              clientId: oauth.clientId === undefined ? undefined : sub(oauth.clientId),
+              clientSecret: oauth.clientSecret === undefined ? undefined : sub(oauth.clientSecret),
+              credentialFile:
+                oauth.credentialFile === undefined ? undefined : resolvePath(base, sub(oauth.credentialFile)),
+            },
+          }
+        : {}),
+    },
+  };
+}
+
+/** A name that is really this server (a recursive broker); such entries are skipped. */
+export function isSelf(raw: RawEntry): boolean {
+  const command = raw.command;
+  if (!command) return false;
+  const base = command.split("/").pop() ?? "";
+  if (base === "repl-mcp" || base === "repl-mcp.exe") return true;
+  const args = raw.args ?? [];
+  for (let i = 0; i < args.length - 1; i++) {
+    if (args[i] === "-m" && (args[i + 1] === "repl_mcp" || args[i + 1] === "repl_mcp.repl_mcp_server"))
+      return true;
+  }
+  return (base === "uv" || base === "uvx") && args.includes("repl-mcp");
+}

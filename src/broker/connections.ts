@@ -1,0 +1,165 @@
+// Lazy, shared connections to peers. Entries that differ only in policy (allowedTools, brokerAllowed,
+// disabled) share one transport. A failed connect is remembered for a while so a broken peer is not
+// hammered; only a transport that actually closed is discarded.
+
+import { existsSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { ReplError } from "../errors.ts";
+import { BROKER_CONNECT_COOLDOWN_MS, BROKER_CONNECT_MAX_MS, BROKER_LIVE_TRANSPORTS } from "../limits.ts";
+import { NAME, VERSION } from "../version.ts";
+import type { ServerEntry } from "./config.ts";
+import { httpTransport } from "./http-transport.ts";
+import { GuardedStdioTransport } from "./stdio-transport.ts";
+
+export type FailureKind = "connection_timeout" | "credentials_missing" | "disconnected";
+
+export interface ConnectFailure {
+  at: number;
+  kind: FailureKind;
+}
+
+export class Connection {
+  closed = false;
+  lastUsed = Date.now();
+  inUse = 0;
+
+  constructor(
+    readonly key: string,
+    readonly client: Client,
+    private readonly transport: Transport,
+  ) {}
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.client.close().catch(() => {});
+    await this.transport.close().catch(() => {});
+  }
+}
+
+export function transportKey(entry: ServerEntry): string {
+  return JSON.stringify(entry.transport);
+}
+
+export const OAUTH_GRANT_REQUIRED =
+  "Independent OAuth grant required: run repl-mcp --config REGISTRY --oauth-login SERVER";
+
+export class ConnectionPool {
+  private readonly live = new Map<string, Connection>();
+  private readonly pending = new Map<string, Promise<Connection>>();
+  private readonly failures = new Map<string, ConnectFailure>();
+
+  get liveCount(): number {
+    return this.live.size;
+  }
+
+  isLive(entry: ServerEntry): boolean {
+    const connection = this.live.get(transportKey(entry));
+    return connection !== undefined && !connection.closed;
+  }
+
+  lastFailure(entry: ServerEntry): ConnectFailure | undefined {
+    return this.failures.get(transportKey(entry));
+  }
+
+  async get(entry: ServerEntry, deadline: number, signal?: AbortSignal): Promise<Connection> {
+    const key = transportKey(entry);
+    const existing = this.live.get(key);
+    if (existing && !existing.closed) {
+      existing.lastUsed = Date.now();
+      return existing;
+    }
+    const failure = this.failures.get(key);
+    if (failure && Date.now() - failure.at < BROKER_CONNECT_COOLDOWN_MS) {
+      throw new ReplError(
+        "MCP_COOLDOWN",
+        "MCP connection recently failed; verify configuration then mcp.refresh() to retry",
+      );
+    }
+    let connecting = this.pending.get(key);
+    if (!connecting) {
+      connecting = this.connect(key, entry, deadline, signal).finally(() => this.pending.delete(key));
+      this.pending.set(key, connecting);
+    }
+    return connecting;
+  }
+
+  /** Forgets failures (refresh) and closes transports no entry uses any more. */
+  async retain(keys: Set<string>): Promise<void> {
+    this.failures.clear();
+    const stale = [...this.live.values()].filter((connection) => !keys.has(connection.key));
+    for (const connection of stale) this.live.delete(connection.key);
+    await Promise.all(stale.map((connection) => connection.close()));
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.live.values()];
+    this.live.clear();
+    await Promise.all(all.map((connection) => connection.close()));
+  }
+
+  private async connect(
+    key: string,
+    entry: ServerEntry,
+    deadline: number,
+    signal?: AbortSignal,
+  ): Promise<Connection> {
+    const spec = entry.transport;
+    if (spec.type === "http" && spec.oauth) {
+      const grant = spec.oauth.grantType ?? "authorization_code";
+      this.failures.set(key, { at: Date.now(), kind: "credentials_missing" });
+      if (
+        grant === "authorization_code" &&
+        !(spec.oauth.credentialFile && existsSync(spec.oauth.credentialFile))
+      ) {
+        throw new ReplError("MCP_CREDENTIALS", OAUTH_GRANT_REQUIRED);
+      }
+      throw new ReplError(
+        "MCP_OAUTH",
+        "OAuth-protected MCP servers are not supported by this version; configure a static Authorization header",
+      );
+    }
+    const transport = spec.type === "stdio" ? new GuardedStdioTransport(spec) : httpTransport(spec);
+    const client = new Client({ name: `${NAME}-broker`, version: VERSION }, { capabilities: {} });
+    const timeout = Math.max(1, Math.min(deadline - Date.now(), BROKER_CONNECT_MAX_MS));
+    try {
+      await client.connect(transport, { timeout, signal });
+    } catch (error) {
+      await transport.close().catch(() => {});
+      const message = (error as Error).message ?? "";
+      const kind: FailureKind = /timed out|timeout/i.test(message)
+        ? "connection_timeout"
+        : /401|authenticat|credential/i.test(message)
+          ? "credentials_missing"
+          : "disconnected";
+      if (!signal?.aborted) this.failures.set(key, { at: Date.now(), kind });
+      throw new ReplError(
+        "MCP_CONNECT",
+        kind === "connection_timeout"
+          ? "MCP connection timed out; check the server command or URL, then mcp.refresh()"
+          : kind === "credentials_missing"
+            ? "MCP server requires credentials; configure them in the registry, then mcp.refresh()"
+            : "MCP connection failed; check the server command or URL, then mcp.refresh()",
+      );
+    }
+    const connection = new Connection(key, client, transport);
+    client.onclose = () => {
+      connection.closed = true;
+      if (this.live.get(key) === connection) this.live.delete(key);
+    };
+    this.live.set(key, connection);
+    await this.evictIdle();
+    return connection;
+  }
+
+  private async evictIdle(): Promise<void> {
+    while (this.live.size > BROKER_LIVE_TRANSPORTS) {
+      const idle = [...this.live.values()]
+        .filter((c) => c.inUse === 0)
+        .sort((a, b) => a.lastUsed - b.lastUsed)[0];
+      if (!idle) return;
+      this.live.delete(idle.key);
+      await idle.close();
+    }
+  }
+}

@@ -1,0 +1,171 @@
+// Where the broker's servers come from (contract §5.1): the launch project's .mcp.json or an explicit
+// --config file, plus opted-in entries of ~/.claude.json. A broken registry never stops the server: it
+// becomes a configuration error that broker operations report until a refresh finds it repaired.
+import { closeSync, constants, fstatSync, openSync, readSync, statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import * as v from "valibot";
+import { describe, ReplError } from "../errors.ts";
+import { REGISTRY_FILE_MAX_BYTES } from "../limits.ts";
+import { configError, isSelf, RawEntry, resolveEntry, type ServerEntry } from "./config.ts";
+
+export type Scope = "project" | "user" | "local";
+export type ExclusionReason = "disabled" | "not_granted" | "self";
+
+export const SCOPE_ERROR =
+  "MCP scopes must be project, user, local, all or none; export plugin servers into an explicit config file";
+
+/** Parses --mcp-scope; `none` disables the broker. */
+export function parseScopes(text: string): Set<Scope> {
+  const parts = text.split(",").map((part) => part.trim());
+  if (parts.length === 1 && parts[0] === "none") return new Set();
+  if (parts.length === 1 && parts[0] === "all") return new Set(["project", "user", "local"]);
+  const scopes = new Set<Scope>();
+  for (const part of parts) {
+    if (part !== "project" && part !== "user" && part !== "local")
+      throw new ReplError("MCP_SCOPE", SCOPE_ERROR);
+    scopes.add(part);
+  }
+  return scopes;
+}
+
+export interface RegistryOptions {
+  /** Canonical project directory. */
+  project: string;
+  /** An explicit registry file (absolute), shared by every session. */
+  configPath: string | undefined;
+  scopes: Set<Scope>;
+  env: NodeJS.ProcessEnv;
+}
+
+export interface Registry {
+  servers: Map<string, ServerEntry>;
+  excluded: Map<string, ExclusionReason>;
+  error: string | null;
+  /** Whether any registry file exists at all (for explain's registry_absent). */
+  found: boolean;
+  disabled: boolean;
+  provenance: { project: string; scope: string; registry: "explicit_config" | "project_and_opt_in_scopes" };
+}
+
+const DocumentWithServers = v.object({ mcpServers: v.record(v.string(), v.unknown()) });
+
+/** Reads a registry file: a regular file of at most 1 MiB, opened without blocking on FIFOs. */
+function readRegistryFile(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw configError("Cannot read MCP registry file; check --config and file permissions");
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile())
+      throw configError("MCP registry must be a regular file; FIFOs and devices are unsupported");
+    if (stat.size > REGISTRY_FILE_MAX_BYTES) throw configError("MCP registry exceeds 1 MiB");
+    const buffer = Buffer.alloc(stat.size + 1);
+    const read = readSync(fd, buffer, 0, buffer.length, 0);
+    if (read > REGISTRY_FILE_MAX_BYTES) throw configError("MCP registry exceeds 1 MiB");
+    return buffer.subarray(0, read).toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw configError("MCP registry is invalid JSON; values are omitted from diagnostics");
+  }
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+export function loadRegistry(options: RegistryOptions): Registry {
+  const explicit = options.configPath !== undefined;
+  const registry: Registry = {
+    servers: new Map(),
+    excluded: new Map(),
+    error: null,
+    found: false,
+    disabled: options.scopes.size === 0 || options.env.REPL_MCP_NO_BRIDGE === "1",
+    provenance: {
+      project: options.project,
+      scope: options.scopes.size === 0 ? "none" : [...options.scopes].join(","),
+      registry: explicit ? "explicit_config" : "project_and_opt_in_scopes",
+    },
+  };
+  if (registry.disabled) return registry;
+  try {
+    const add = (name: string, raw: unknown, scope: ServerEntry["scope"], base: string, foreign: boolean) => {
+      const entry = raw as Record<string, unknown> | null;
+      if (entry && typeof entry === "object" && entry.disabled === true) {
+        registry.servers.delete(name);
+        registry.excluded.set(name, "disabled");
+        return;
+      }
+      // Another client's entries are not ours to use unless the entry itself grants it.
+      if (foreign && !(entry && typeof entry === "object" && entry.brokerAllowed === true)) {
+        registry.servers.delete(name);
+        registry.excluded.set(name, "not_granted");
+        return;
+      }
+      const parsed = v.safeParse(RawEntry, raw);
+      if (parsed.success && isSelf(parsed.output)) {
+        registry.excluded.set(name, "self");
+        return;
+      }
+      registry.servers.set(name, resolveEntry(name, raw, scope, base, options.env, resolve, isDirectory));
+      registry.excluded.delete(name);
+    };
+
+    if (options.scopes.has("user") || options.scopes.has("local")) {
+      const home = options.env.HOME;
+      if (!home) throw configError("HOME must be set to read user or local MCP scopes");
+      const text = readRegistryFile(join(home, ".claude.json"));
+      if (text !== undefined) {
+        registry.found = true;
+        const document = parseJson(text) as Record<string, any>;
+        if (options.scopes.has("user")) {
+          for (const [name, raw] of Object.entries(document?.mcpServers ?? {})) {
+            add(name, raw, "user", options.project, true);
+          }
+        }
+        if (options.scopes.has("local")) {
+          const local = document?.projects?.[options.project]?.mcpServers ?? {};
+          for (const [name, raw] of Object.entries(local)) add(name, raw, "local", options.project, true);
+        }
+      }
+    }
+
+    if (options.scopes.has("project")) {
+      const path = options.configPath ?? join(options.project, ".mcp.json");
+      const text = readRegistryFile(path);
+      if (text === undefined && explicit) {
+        throw configError("Cannot read MCP registry file; check --config and file permissions");
+      }
+      if (text !== undefined) {
+        registry.found = true;
+        const document = v.safeParse(DocumentWithServers, parseJson(text));
+        if (!document.success) {
+          throw configError("Project MCP registry requires mcpServers; check the registry format");
+        }
+        for (const [name, raw] of Object.entries(document.output.mcpServers)) {
+          add(name, raw, explicit ? "config" : "project", dirname(path), false);
+        }
+      }
+    }
+  } catch (error) {
+    registry.servers.clear();
+    registry.error =
+      error instanceof ReplError ? error.message : `MCP registry could not be loaded: ${describe(error)}`;
+  }
+  return registry;
+}

@@ -1,0 +1,63 @@
+// What a session's cells may ask of the broker: the operations of the `mcp` helper, each checked at
+// the boundary and handed to the project's broker with the session and run they came from.
+import * as v from "valibot";
+import type { Broker } from "../broker/broker.ts";
+import { validServerName } from "../broker/config.ts";
+import type { Journal } from "../broker/journal.ts";
+import { ReplError } from "../errors.ts";
+import { BROKER_CALL_TIMEOUT_DEFAULT_SECONDS, EXPLAIN_TOOL_MAX_CHARS } from "../limits.ts";
+import type { Bridge } from "../worker/rpc.ts";
+
+const Server = v.pipe(v.string(), v.check(validServerName));
+const Timeout = v.optional(v.number(), BROKER_CALL_TIMEOUT_DEFAULT_SECONDS);
+
+const Ops = {
+  call: v.object({
+    server: Server,
+    tool: v.pipe(v.string(), v.minLength(1)),
+    arguments: v.optional(v.unknown(), {}),
+    timeout: Timeout,
+  }),
+  tools: v.object({ server: Server, timeout: v.optional(v.number(), 30) }),
+  explain: v.object({
+    server: Server,
+    tool: v.optional(
+      v.nullable(v.pipe(v.string(), v.minLength(1), v.maxLength(EXPLAIN_TOOL_MAX_CHARS))),
+      null,
+    ),
+  }),
+};
+
+function parse<S extends v.GenericSchema>(schema: S, params: unknown, op: string): v.InferOutput<S> {
+  const parsed = v.safeParse(schema, params);
+  if (!parsed.success)
+    throw new ReplError("RPC_PARAMS", `Invalid parameters for mcp ${op}; see the mcp helper's signature`);
+  return parsed.output;
+}
+
+export function brokerBridge(broker: Broker, journal: Journal, sessionId: string): Bridge {
+  return async (op, params, { runId, signal }) => {
+    switch (op) {
+      case "call": {
+        const p = parse(Ops.call, params, op);
+        return broker.call(p.server, p.tool, p.arguments, p.timeout, { sessionId, runId, signal });
+      }
+      case "tools": {
+        const p = parse(Ops.tools, params, op);
+        return broker.tools(p.server, p.timeout, signal);
+      }
+      case "servers":
+        return broker.servers();
+      case "refresh":
+        return broker.refresh();
+      case "journal":
+        return journal.list();
+      case "explain": {
+        const p = parse(Ops.explain, params, op);
+        return broker.explain(p.server, p.tool);
+      }
+      default:
+        throw new ReplError("RPC_OP", `Unknown bridge operation "${op.slice(0, 40)}"`);
+    }
+  };
+}

@@ -1,0 +1,82 @@
+// Bridge requests from a worker: only the active, uncancelled run may make them, at most 64 at a
+// time. Each is served by the bridge function the session provides (the broker lives above us) and
+// answered with an rpc_result that always fits in a frame.
+import { describe } from "../errors.ts";
+import { FRAME_MAX_BYTES, RPC_CONCURRENCY } from "../limits.ts";
+import { encodeFrame, FrameTooLargeError } from "../wire/lines.ts";
+import type { RpcFrame } from "./frames.ts";
+import type { WorkerProcess } from "./process.ts";
+
+export type Bridge = (
+  op: string,
+  params: Record<string, unknown>,
+  context: { runId: string; signal: AbortSignal },
+) => Promise<unknown>;
+
+export const REFUSED = "Too many outstanding MCP calls";
+export const OVERSIZED =
+  "MCP result exceeds IPC limit; call may have completed. Inspect mcp.journal(); do not blindly retry external writes.";
+const NO_BROKER = "The MCP broker is not available in this server";
+
+export class RpcDesk {
+  private readonly outstanding = new Map<string, AbortController>();
+
+  constructor(
+    private readonly worker: WorkerProcess,
+    private readonly bridge: Bridge | undefined,
+  ) {}
+
+  /** Serves one request if `runId` is the run allowed to make it. */
+  handle(frame: RpcFrame, activeRunId: string | undefined, cancelled: boolean): void {
+    if (
+      frame.run_id !== activeRunId ||
+      cancelled ||
+      this.outstanding.size >= RPC_CONCURRENCY ||
+      this.outstanding.has(frame.id)
+    ) {
+      this.answer(frame.id, null, REFUSED);
+      return;
+    }
+    const controller = new AbortController();
+    this.outstanding.set(frame.id, controller);
+    const work = this.bridge
+      ? this.bridge(frame.op, frame.params, { runId: frame.run_id, signal: controller.signal })
+      : Promise.reject(new Error(NO_BROKER));
+    work.then(
+      (result) => this.settle(frame.id, controller, result ?? null, null),
+      (error) => this.settle(frame.id, controller, null, describe(error)),
+    );
+  }
+
+  /** The worker gave up on one request: cancel it downstream; its late answer is not sent. */
+  cancel(id: string): void {
+    const controller = this.outstanding.get(id);
+    if (!controller) return;
+    this.outstanding.delete(id);
+    controller.abort();
+  }
+
+  /** The run is cancelled or over: every request it still has is aborted. */
+  abortAll(): void {
+    for (const controller of this.outstanding.values()) controller.abort();
+    this.outstanding.clear();
+  }
+
+  private settle(id: string, controller: AbortController, result: unknown, error: string | null): void {
+    if (this.outstanding.get(id) !== controller) return;
+    this.outstanding.delete(id);
+    this.answer(id, result, error);
+  }
+
+  private answer(id: string, result: unknown, error: string | null): void {
+    if (!this.worker.alive) return;
+    let frame = { type: "rpc_result", id, result, error };
+    try {
+      encodeFrame(frame, FRAME_MAX_BYTES);
+    } catch (failure) {
+      if (!(failure instanceof FrameTooLargeError)) throw failure;
+      frame = { type: "rpc_result", id, result: null, error: OVERSIZED };
+    }
+    this.worker.send(frame).catch(() => {});
+  }
+}
