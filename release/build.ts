@@ -16,6 +16,9 @@ export async function compile(options: { target?: string; outfile: string }): Pr
     // The binary runs in users' directories: it must never pick up their .env or bunfig.toml.
     "--no-compile-autoload-dotenv",
     "--no-compile-autoload-bunfig",
+    // Separate chunks let the guardian mode start without parsing the MCP server's code: 4x faster,
+    // 8 MiB smaller per guardian.
+    "--splitting",
     ...(options.target ? [`--target=${options.target}`] : []),
     join(root, "src/main.ts"),
     "--outfile",

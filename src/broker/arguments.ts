@@ -1,7 +1,7 @@
 // Checks before a call is dispatched: the arguments fit the budget, the peer's input schema is small
 // and simple enough to validate in bounded time, and the arguments satisfy it. Messages never quote
 // the values.
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
+import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
 import { ReplError } from "../errors.ts";
 import {
   BROKER_ARGUMENT_MAX_BYTES,
@@ -66,10 +66,11 @@ function schemaWithinBounds(schema: unknown): boolean {
   return true;
 }
 
-const validator = new AjvJsonSchemaValidator();
+let validator: AjvJsonSchemaValidator | undefined;
 const compiled = new WeakMap<object, (input: unknown) => boolean>();
 
-export function validateAgainstSchema(schema: unknown, args: Record<string, unknown>): void {
+/** Loaded on first use: the validator compiles a large library the server does not otherwise need. */
+export async function validateAgainstSchema(schema: unknown, args: Record<string, unknown>): Promise<void> {
   if (!schema || typeof schema !== "object") return;
   if (!schemaWithinBounds(schema)) {
     throw new ReplError(
@@ -79,9 +80,14 @@ export function validateAgainstSchema(schema: unknown, args: Record<string, unkn
   }
   let check = compiled.get(schema);
   if (!check) {
+    if (!validator) {
+      const { AjvJsonSchemaValidator } = await import("@modelcontextprotocol/sdk/validation/ajv-provider.js");
+      validator = new AjvJsonSchemaValidator();
+    }
+    const ajv = validator;
     let validate: ReturnType<typeof validator.getValidator>;
     try {
-      validate = validator.getValidator(schema as Parameters<typeof validator.getValidator>[0]);
+      validate = ajv.getValidator(schema as Parameters<typeof ajv.getValidator>[0]);
     } catch {
       throw new ReplError("SCHEMA_INVALID", "MCP tool inputSchema cannot be compiled; the call was not sent");
     }

@@ -85,7 +85,7 @@ export class Broker {
         const tools = await this.catalogues.load(connection, entry, deadline, signal);
         const definition = tools.find((candidate) => candidate.name === tool);
         if (!definition) throw new ReplError("MCP_TOOL", UNKNOWN_TOOL);
-        validateAgainstSchema(definition.inputSchema, argumentsObject);
+        await validateAgainstSchema(definition.inputSchema, argumentsObject);
         const remaining = deadline - Date.now();
         if (remaining <= 0) {
           throw new ReplError(

@@ -3,14 +3,12 @@
 // hammered; only a transport that actually closed is discarded.
 
 import { existsSync } from "node:fs";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ReplError } from "../errors.ts";
 import { BROKER_CONNECT_COOLDOWN_MS, BROKER_CONNECT_MAX_MS, BROKER_LIVE_TRANSPORTS } from "../limits.ts";
 import { NAME, VERSION } from "../version.ts";
 import type { ServerEntry } from "./config.ts";
-import { httpTransport } from "./http-transport.ts";
-import { GuardedStdioTransport } from "./stdio-transport.ts";
 
 export type FailureKind = "connection_timeout" | "credentials_missing" | "disconnected";
 
@@ -119,7 +117,13 @@ export class ConnectionPool {
         "OAuth-protected MCP servers are not supported by this version; configure a static Authorization header",
       );
     }
-    const transport = spec.type === "stdio" ? new GuardedStdioTransport(spec) : httpTransport(spec);
+    // The client side of the SDK (and the HTTP stack) loads only once a cell first uses the broker.
+    const [{ Client }, transport] = await Promise.all([
+      import("@modelcontextprotocol/sdk/client/index.js"),
+      spec.type === "stdio"
+        ? import("./stdio-transport.ts").then(({ GuardedStdioTransport }) => new GuardedStdioTransport(spec))
+        : import("./http-transport.ts").then(({ httpTransport }) => httpTransport(spec)),
+    ]);
     const client = new Client({ name: `${NAME}-broker`, version: VERSION }, { capabilities: {} });
     const timeout = Math.max(1, Math.min(deadline - Date.now(), BROKER_CONNECT_MAX_MS));
     try {
