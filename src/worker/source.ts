@@ -7,9 +7,33 @@ import { join } from "node:path";
 import WORKER_SOURCE from "../../worker.py" with { type: "text" };
 import { writePrivateFileAtomic } from "../fs/atomic.ts";
 
-/** Runs the file named by argv[1] as the main program, leaving sys.path[0] as for `python -c`. */
-export const BOOTSTRAP =
-  "import sys;__p=sys.argv.pop(1);__c=compile(open(__p,'rb').read(),__p,'exec');del __p;exec(__c)";
+/**
+ * Runs the file named by argv[1] as the main program, leaving sys.path[0] as for `python -c`. The
+ * compiled code is kept beside the private source copy, per interpreter version (`cache_tag`), because
+ * compiling the worker on every start costs more than the rest of its start-up. Any problem with the
+ * cache just means compiling again.
+ */
+export const BOOTSTRAP = [
+  "import sys, os, marshal",
+  "__p = sys.argv.pop(1)",
+  "__k = __p[:-3] + '.' + (sys.implementation.cache_tag or 'none') + '.code'",
+  "try:",
+  "    with open(__k, 'rb') as __f:",
+  "        __c = marshal.load(__f)",
+  "except Exception:",
+  "    with open(__p, 'rb') as __f:",
+  "        __c = compile(__f.read(), __p, 'exec')",
+  "    try:",
+  "        __t = '%s.%d.tmp' % (__k, os.getpid())",
+  "        __d = os.open(__t, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)",
+  "        with os.fdopen(__d, 'wb') as __f:",
+  "            marshal.dump(__c, __f)",
+  "        os.replace(__t, __k)",
+  "    except Exception:",
+  "        pass",
+  "del __p, __k, __f",
+  "exec(__c)",
+].join("\n");
 
 function cacheDir(): string {
   const xdg = process.env.XDG_CACHE_HOME;
