@@ -127,7 +127,7 @@ export class Broker {
       configuration_error: this.registry.error,
       max_concurrent_requests: BROKER_CONCURRENT_REQUESTS,
       authentication:
-        "Static headers and ${VAR} substitution from the server's environment; OAuth entries are validated, " +
+        "Static headers with environment placeholders resolved from the server's environment; OAuth entries are validated, " +
         "but OAuth login is not part of this version. Other clients' credentials are never read.",
       journal: this.journal.size,
       enabled: !this.registry.disabled,

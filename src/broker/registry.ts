@@ -48,6 +48,12 @@ export interface Registry {
 }
 
 const DocumentWithServers = v.object({ mcpServers: v.record(v.string(), v.unknown()) });
+const Servers = v.optional(v.record(v.string(), v.unknown()));
+/** Only the parts of another client's file the broker reads; everything else in it is ignored. */
+const ClaudeJson = v.object({
+  mcpServers: Servers,
+  projects: v.optional(v.record(v.string(), v.object({ mcpServers: Servers }))),
+});
 
 /** Reads a registry file: a regular file of at most 1 MiB, opened without blocking on FIFOs. */
 function readRegistryFile(path: string): string | undefined {
@@ -132,14 +138,16 @@ export function loadRegistry(options: RegistryOptions): Registry {
       const text = readRegistryFile(join(home, ".claude.json"));
       if (text !== undefined) {
         registry.found = true;
-        const document = parseJson(text) as Record<string, any>;
+        const document = v.safeParse(ClaudeJson, parseJson(text));
+        if (!document.success)
+          throw configError("~/.claude.json has an unexpected shape; values are omitted");
         if (options.scopes.has("user")) {
-          for (const [name, raw] of Object.entries(document?.mcpServers ?? {})) {
+          for (const [name, raw] of Object.entries(document.output.mcpServers ?? {})) {
             add(name, raw, "user", options.project, true);
           }
         }
         if (options.scopes.has("local")) {
-          const local = document?.projects?.[options.project]?.mcpServers ?? {};
+          const local = document.output.projects?.[options.project]?.mcpServers ?? {};
           for (const [name, raw] of Object.entries(local)) add(name, raw, "local", options.project, true);
         }
       }
