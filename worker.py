@@ -107,13 +107,21 @@ import ast
 import asyncio
 import builtins
 import collections
+import concurrent.futures
+import contextvars
 import inspect
 import io
+import itertools
 import json
 import linecache
 import math
+import selectors
+import stat
+import subprocess
 import time
+import tokenize
 import types
+import weakref
 
 MAX_FRAME_BYTES = 1_048_576          # per line, newline included, both directions
 MAX_PENDING_COMMANDS = 2             # commands allowed to wait behind a running cell
@@ -132,10 +140,48 @@ TRACEBACK_MAX_FRAMES = 20
 MESSAGE_MAX_CHARS = 4_000
 SOURCE_LINE_MAX_CHARS = 500
 CANCEL_GRACE_SECONDS = 1.0           # how long an interrupted async cell may take to unwind
+BACKGROUND_GRACE_SECONDS = 0.25      # how long cell-owned tasks, threads and executor jobs may take to end
+FATAL_EXIT_STATUS = 70
+SOURCE_FILE_MAX_BYTES = 262_144
+SCRIPT_ARGV_MAX_ITEMS = 128
+SCRIPT_ARGV_MAX_BYTES = 32_768
+HISTORY_MAX_RUNS = 64
+HISTORY_MAX_WEIGHT = 1_048_576       # sum of sys.getsizeof of the retained sources
+HISTORY_PREVIEW_MAX_NODES = 512
+CHILD_POLL_INTERVAL = 0.05
+EXECUTOR_MAX_WORKERS = min(32, (os.cpu_count() or 1) + 4)
+EXECUTOR_MAX_PENDING = 64
+SH_MAX_ACTIVE = 64
+SH_STREAM_BYTES = 50_000
+SH_EXIT_CHECK_INTERVAL = 0.05        # while pipes stay open, how often sh() checks whether the shell ended
+SH_DRAIN_GRACE = 0.5                 # after the group is killed, how long to wait for the pipes to close
+INVENTORY_SCAN_LIMIT = 1_024
+INVENTORY_MAX_ENTRIES = 512
+INVENTORY_MAX_BYTES = 60_000
+NAME_MAX_CHARS = 256
+TYPE_NAME_MAX_CHARS = 128
+CHECKPOINT_FORMAT = "repl-checkpoint-v1"
+CHECKPOINT_MAX_BYTES = 262_144
+CHECKPOINT_MAX_ENTRIES = 256
 
 REPL_FILENAME_PREFIX = "<repl:"
 NAMESPACE_NAME = "__repl__"
 STREAM_NAMES = ("stdout", "stderr")
+HELPER_NAMES = ("sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace")
+# Never listed, checkpointed or restored. The last four are entries every module dict starts with: the
+# namespace is a module's dict so that pickle can find what cells define, not because users set them.
+RESERVED_NAMES = frozenset(
+    HELPER_NAMES
+    + ("mcp", "artifact", "artifact_read", "artifact_save", "artifact_forward", "artifact_delete")
+    + ("__name__", "__file__", "__builtins__", "__repl_result__")
+    + ("__doc__", "__package__", "__loader__", "__spec__")
+)
+
+MESSAGE_TASKS_REFUSED = "Background tasks refused cancellation; worker stopped and variables cleared"
+MESSAGE_LEFT_THREADS = (
+    "Cell left active background threads or executor work; worker stopped and variables cleared. "
+    "Join threads before the cell ends; use mcp.acall for concurrent bridge calls."
+)
 
 # Written to fd 2 after each cell so the server can tell which native stderr bytes belong to which run
 # (see src/worker/native-stderr.ts; not yet described in docs/worker-protocol.md).
@@ -205,6 +251,27 @@ def _type_name(cls):
         return _type_name_slot(cls, type)
     except Exception:
         return "object"
+
+
+# =====================================================================================================
+# Run identity
+#
+# The active run id is global state for frames sent from any thread (job frames); the context variable
+# marks asyncio callbacks and tasks a cell scheduled, so its cleanup can tell them from older ones.
+# =====================================================================================================
+class _ActiveRun:
+    id = None
+
+
+_RUN_ID = contextvars.ContextVar("repl_run_id", default=None)
+_WORKER_THREADS = weakref.WeakSet()  # the worker's own threads, never blamed on a cell
+
+
+def _start_worker_thread(target, name):
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    _WORKER_THREADS.add(thread)
+    thread.start()
+    return thread
 
 
 # =====================================================================================================
@@ -289,7 +356,9 @@ class _OutputPump:
         self._captures = []
         self._run_id = None
         self._used = [0, 0]
-        self._kept = [bytearray(), bytearray()]
+        # What output frames carried, per stream. The result's text is built from it, so an interrupt
+        # can never make the result and the frames disagree.
+        self._sent = [bytearray(), bytearray()]
         self._cut = [False, False]
         self._pending = []  # [stream index, bytearray] in write order, same-stream writes merged
         self._pending_bytes = 0
@@ -300,13 +369,13 @@ class _OutputPump:
         return len(self._captures) - 1
 
     def start_flusher(self):
-        threading.Thread(target=self._flush_loop, name="repl-output-flusher", daemon=True).start()
+        _start_worker_thread(self._flush_loop, "repl-output-flusher")
 
     def begin(self, run_id):
         with self._cond:
             self._run_id = run_id
             self._used = [0, 0]
-            self._kept = [bytearray(), bytearray()]
+            self._sent = [bytearray(), bytearray()]
             self._cut = [False, False]
             self._pending = []
             self._pending_bytes = 0
@@ -316,10 +385,15 @@ class _OutputPump:
         """End the run's capture after sending its last output frames; returns (texts, cut flags)."""
         with self._cond:
             self._flush_locked()
-            texts = [kept.decode("utf-8") for kept in self._kept]
+            kept = [bytearray(sent) for sent in self._sent]
+            for index, data in self._pending:  # left only if a finalizer printed mid-flush
+                kept[index] += data
+            texts = [data.decode("utf-8") for data in kept]
             cut = list(self._cut)
             self._run_id = None
-            self._kept = [bytearray(), bytearray()]
+            self._sent = [bytearray(), bytearray()]
+            self._pending = []
+            self._pending_bytes = 0
             self._restore_writes()
         return texts, cut
 
@@ -350,7 +424,6 @@ class _OutputPump:
         if not data:
             return
         self._used[index] += len(data)
-        self._kept[index] += data
         pending = self._pending
         if pending and pending[-1][0] == index:
             pending[-1][1] += data
@@ -374,17 +447,21 @@ class _OutputPump:
     def _flush_locked(self):
         if self._flushing or not self._pending:
             return
-        chunks, self._pending, self._pending_bytes = self._pending, [], 0
-        self._flushing = True
-        # The run's frames go out together: an interrupt deferred here fires after the last one.
+        # The run's frames go out together: an interrupt deferred here fires after the last one. The
+        # hold comes first, so an interrupt can neither drop the taken chunks nor leave _flushing set.
         token = GATE.hold(threading.get_ident())
         try:
-            for index, data in chunks:
-                self._writer.send(
-                    {"type": "output", "id": self._run_id, "stream": STREAM_NAMES[index], "text": data.decode("utf-8")}
-                )
+            chunks, self._pending, self._pending_bytes = self._pending, [], 0
+            self._flushing = True
+            try:
+                for index, data in chunks:
+                    self._sent[index] += data
+                    self._writer.send(
+                        {"type": "output", "id": self._run_id, "stream": STREAM_NAMES[index], "text": data.decode("utf-8")}
+                    )
+            finally:
+                self._flushing = False
         finally:
-            self._flushing = False
             GATE.release(token)
 
     def _flush_loop(self):
@@ -468,12 +545,15 @@ class _CaptureStream(io.TextIOBase):
 # type. Cells are queued for the main thread; end of input ends the process even while a cell runs.
 # =====================================================================================================
 class _Execute:
-    __slots__ = ("run_id", "code", "timeout")
+    __slots__ = ("run_id", "code", "timeout", "source_path", "argv", "inventory")
 
-    def __init__(self, run_id, code, timeout):
+    def __init__(self, run_id, code, timeout, source_path=None, argv=(), inventory=False):
         self.run_id = run_id
         self.code = code
         self.timeout = timeout
+        self.source_path = source_path
+        self.argv = argv
+        self.inventory = inventory
 
 
 _SHUTDOWN = object()
@@ -542,7 +622,7 @@ class _CommandReader:
         }
 
     def start(self):
-        threading.Thread(target=self._run, name="repl-command-reader", daemon=True).start()
+        _start_worker_thread(self._run, "repl-command-reader")
 
     def _run(self):
         try:
@@ -562,10 +642,19 @@ class _CommandReader:
         _terminate(0)
 
     def _on_execute(self, frame):
-        run_id, code = frame.get("id"), frame.get("code")
+        run_id, source_path, argv = frame.get("id"), frame.get("source_path"), frame.get("argv")
+        inventory = frame.get("inventory", False)
+        # File and inventory runs carry no code of their own, so they may leave `code` out.
+        code = frame.get("code", "" if inventory is True or source_path is not None else None)
         if type(run_id) is not str or type(code) is not str:
             _terminate(2, "execute frame needs string id and code")
-        self._inbox.put(_Execute(run_id, code, frame.get("timeout")))
+        if type(inventory) is not bool or (source_path is not None and type(source_path) is not str):
+            _terminate(2, "execute frame has malformed inventory or source_path")
+        if argv is None:
+            argv = []
+        elif type(argv) is not list or any(type(item) is not str for item in argv):
+            _terminate(2, "execute frame argv must be a list of strings")
+        self._inbox.put(_Execute(run_id, code, frame.get("timeout"), source_path, argv, inventory))
 
     def _on_shutdown(self, frame):
         self._inbox.put(_SHUTDOWN)
@@ -581,12 +670,13 @@ _LENGTH_TYPES = (str, bytes, list, tuple, dict, set, frozenset)
 
 
 class _NotPreviewable(Exception):
-    pass
+    """A value outside the exact-builtin JSON subset; args[0] says why (checkpoint reports it)."""
 
 
 class _JsonConverter:
-    def __init__(self):
+    def __init__(self, max_nodes=PREVIEW_MAX_NODES):
         self.nodes = 0
+        self.max_nodes = max_nodes
 
     def convert(self, value, depth):
         kind = type(value)
@@ -594,17 +684,17 @@ class _JsonConverter:
             return value
         if kind is int:
             if value.bit_length() > PREVIEW_MAX_INT_BITS:
-                raise _NotPreviewable
+                raise _NotPreviewable("large integer")
             return value
         if kind is float:
             if not math.isfinite(value):
-                raise _NotPreviewable
+                raise _NotPreviewable("non-finite float")
             return value
-        if kind is str:
+        if kind is str or kind is ShellResult:
             if len(value) > PREVIEW_MAX_NESTED_STR:
-                raise _NotPreviewable
-            return value
-        if kind is list or kind is tuple:
+                raise _NotPreviewable("long nested string")
+            return str.__str__(value)
+        if kind is list or kind is tuple or kind is ReplHistory:
             self._enter(value, depth)
             return [self._child(item, depth) for item in value]
         if kind is dict:
@@ -612,19 +702,19 @@ class _JsonConverter:
             converted = {}
             for key, item in dict.items(value):
                 if type(key) is not str or len(key) > PREVIEW_MAX_NESTED_STR:
-                    raise _NotPreviewable
+                    raise _NotPreviewable("non-string dict key")
                 converted[key] = self._child(item, depth)
             return converted
-        raise _NotPreviewable
+        raise _NotPreviewable("custom object")
 
     def _enter(self, container, depth):
         if depth >= PREVIEW_MAX_DEPTH or len(container) > PREVIEW_MAX_ITEMS:
-            raise _NotPreviewable
+            raise _NotPreviewable("large collection")
 
     def _child(self, item, depth):
         self.nodes += 1
-        if self.nodes > PREVIEW_MAX_NODES:
-            raise _NotPreviewable
+        if self.nodes > self.max_nodes:
+            raise _NotPreviewable("large collection")
         return self.convert(item, depth + 1)
 
 
@@ -639,14 +729,16 @@ def _has_length(kind):
 def _preview(value):
     """(return_value, has_json_value, json_value, shortened) for a non-None trailing value."""
     kind = type(value)
-    if kind is str:
+    if kind is str or kind is ShellResult:
+        value = str.__str__(value)
         # Quoting never shrinks a string, so a long one is cut anyway: quote only what can be kept.
         sample = value[:PREVIEW_MAX_BYTES]
         quoted, cut = _cut_text(json.dumps(sample, ensure_ascii=False), PREVIEW_MAX_BYTES)
         cut = cut or len(sample) < len(value)
         return quoted, not cut, value, cut
+    max_nodes = HISTORY_PREVIEW_MAX_NODES if kind is ReplHistory else PREVIEW_MAX_NODES
     try:
-        converted = _JsonConverter().convert(value, 0)
+        converted = _JsonConverter(max_nodes).convert(value, 0)
         rendered = json.dumps(converted, ensure_ascii=False, allow_nan=False)
     except (_NotPreviewable, RuntimeError, ValueError, RecursionError):
         # RuntimeError: another thread resized a container while it was being read.
@@ -658,28 +750,84 @@ def _preview(value):
     return rendered, not cut, converted, cut
 
 
+def _json_safe(value):
+    """The JSON form of a value a checkpoint may hold: previewable, or a str of any length."""
+    kind = type(value)
+    if kind is str or kind is ShellResult:
+        return str.__str__(value)
+    try:
+        return _JsonConverter().convert(value, 0)
+    except RecursionError:
+        raise _NotPreviewable("large collection") from None
+    except RuntimeError:
+        raise _NotPreviewable("changed while being read") from None
+
+
 # =====================================================================================================
-# Error text
+# Source history
+#
+# Every cell's source under `<repl:RUN_ID>` and every file run's under its real path, published through
+# linecache so tracebacks and inspect.getsource() see lines of functions defined in older runs. Bounded
+# by run count and by the memory the retained lines take; the oldest runs go first.
 # =====================================================================================================
+class ReplHistory(list):
+    """repl_history()'s list: previewed like a list, with room for all 64 entries."""
+
+
 class _SourceRegistry:
-    """Every cell's source, by its `<repl:RUN_ID>` filename, also published through linecache."""
-
     def __init__(self):
-        self._lines = {}
+        self._runs = collections.OrderedDict()  # run id -> (filename, lines, weight), oldest first
+        self._files = {}  # filename -> lines of the newest retained run with that filename
+        self._weight = 0
 
-    def add(self, filename, code):
+    def add(self, run_id, filename, code):
         lines = code.splitlines(True)
-        self._lines[filename] = lines
+        weight = sys.getsizeof(code)
+        if run_id in self._runs:
+            self._forget(run_id)
+        self._runs[run_id] = (filename, lines, weight)
+        self._weight += weight
+        self._files[filename] = lines
         linecache.cache[filename] = (len(code), None, lines, filename)
+        while len(self._runs) > HISTORY_MAX_RUNS or (self._weight > HISTORY_MAX_WEIGHT and len(self._runs) > 1):
+            self._forget(next(iter(self._runs)))
+
+    def _forget(self, run_id):
+        filename, lines, weight = self._runs.pop(run_id)
+        self._weight -= weight
+        if self._files.get(filename) is lines:  # a newer run of the same file keeps its entry
+            del self._files[filename]
+            entry = linecache.cache.get(filename)
+            if entry is not None and entry[2] is lines:
+                del linecache.cache[filename]
 
     def __contains__(self, filename):
-        return filename in self._lines
+        # Frames of evicted cells still belong to the REPL; they are just shown without their line.
+        return filename in self._files or filename.startswith(REPL_FILENAME_PREFIX)
 
     def line(self, filename, lineno):
-        lines = self._lines.get(filename)
+        lines = self._files.get(filename)
         if not lines or not isinstance(lineno, int) or not 0 < lineno <= len(lines):
             return ""
         return lines[lineno - 1].strip()[:SOURCE_LINE_MAX_CHARS]
+
+    def history(self):
+        return ReplHistory({"run_id": run_id, "lines": len(entry[1])} for run_id, entry in self._runs.items())
+
+    def source(self, run_id):
+        entry = self._runs.get(run_id) if type(run_id) is str else None
+        if entry is None:
+            raise ValueError(
+                "Run source unknown or evicted (source history: %d runs / 1 MiB)" % HISTORY_MAX_RUNS
+            )
+        return "".join(entry[1])
+
+
+# =====================================================================================================
+# Error text
+# =====================================================================================================
+class _PlainFailure(Exception):
+    """A failure the worker itself reports; its message is the whole error text."""
 
 
 def _exception_message(exc):
@@ -691,6 +839,8 @@ def _exception_message(exc):
 
 def _render_exception(exc, sources):
     """(error text, whether anything was cut) in the documented traceback summary format."""
+    if type(exc) is _PlainFailure:
+        return _cut_text(exc.args[0], ERROR_MAX_BYTES)
     try:
         return _render_traceback(exc, sources)
     except Exception:  # an exception object odd enough to break the summary still fails the cell
@@ -733,14 +883,703 @@ def _render_traceback(exc, sources):
 
 
 # =====================================================================================================
+# Child processes
+#
+# subprocess.Popen is replaced by a subclass so the worker sees every child started through the plain
+# subprocess API. Finished children are reaped by a thread that calls Popen.poll(), which takes Popen's
+# own waitpid lock and stores the status in the object, so a later wait() or returncode still gives the
+# true exit status; nothing here ever calls waitpid(-1). Children that asyncio starts are only watched:
+# asyncio's child watcher reaps them and copies the status into the Popen object itself.
+#
+# A child that leads its own process group escapes the SIGINT the server sends to the worker's group,
+# so it is reported in `job` frames (the guardian kills such groups) and killed when the worker exits.
+# =====================================================================================================
+class _Children:
+    def __init__(self):
+        # Re-entrant: Popen.__del__ may run from a garbage collection while this thread holds the lock.
+        self._cond = threading.Condition(threading.RLock())
+        self._polled = weakref.WeakSet()
+        self._group_leaders = {}  # pid -> None, insertion-ordered, for children reported as jobs
+        self._writer = None
+        self._poller = None
+
+    def install(self, writer):
+        self._writer = writer
+        subprocess.Popen = _TrackedPopen
+        _EXIT_HOOKS.append(self.kill_groups)
+        os.register_at_fork(after_in_child=self._forget_all)
+
+    def _forget_all(self):
+        # A forked child (multiprocessing's fork context) must neither report nor kill its parent's jobs.
+        self._writer = None
+        self._cond = threading.Condition(threading.RLock())
+        self._polled = weakref.WeakSet()
+        self._group_leaders = {}
+        self._poller = None
+
+    def adopt(self, popen, leads_group, polled):
+        if leads_group:
+            self._group_leaders[popen.pid] = None
+            self._report(popen.pid, "started")
+        if polled and popen.returncode is None:
+            with self._cond:
+                self._polled.add(popen)
+                if self._poller is None:
+                    self._poller = _start_worker_thread(self._poll_loop, "repl-child-reaper")
+                self._cond.notify()
+
+    def exited(self, popen):
+        """Called whenever a tracked child's status becomes known, by whichever thread learned it."""
+        with self._cond:
+            self._polled.discard(popen)
+        if self._group_leaders.pop(popen.pid, False) is None:
+            self._report(popen.pid, "finished")
+
+    def wake(self):
+        with self._cond:
+            self._cond.notify()
+
+    def sweep(self):
+        """Reap what has ended now, so a cell's own children are reported before its result."""
+        if self._polled:
+            for popen in list(self._polled):
+                try:
+                    popen.poll()
+                except Exception:
+                    pass
+
+    def kill_groups(self):
+        # No lock: this runs from _terminate(), possibly while another thread holds it.
+        for pid in list(self._group_leaders):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def _report(self, pid, action):
+        if self._writer is not None:
+            self._writer.send({"type": "job", "id": _ActiveRun.id, "pid": pid, "action": action})
+
+    def _poll_loop(self):
+        while True:
+            with self._cond:
+                while not self._polled and not _abandoned_popens():
+                    self._cond.wait()
+                batch = list(self._polled)
+            for popen in batch:
+                try:
+                    popen.poll()
+                except Exception:
+                    pass
+            if _abandoned_popens():
+                try:
+                    subprocess._cleanup()  # polls Popen objects dropped while their child still ran
+                except Exception:
+                    pass
+            time.sleep(CHILD_POLL_INTERVAL)
+
+
+def _abandoned_popens():
+    return bool(getattr(subprocess, "_active", None))
+
+
+def _leads_group(pid, kwargs):
+    # The child has already called setsid()/setpgid() when Popen returns (it does so before exec), so
+    # this also catches start_new_session passed positionally and preexec_fn=os.setsid.
+    try:
+        return os.getpgid(pid) == pid
+    except OSError:
+        return bool(kwargs.get("start_new_session")) or kwargs.get("process_group") == 0
+
+
+class _TrackedPopen(subprocess.Popen):
+    _repl_status = None
+
+    def __init__(self, *args, **kwargs):
+        try:
+            caller = sys._getframe(1).f_globals.get("__name__")
+        except ValueError:  # called with no Python frame above
+            caller = None
+        super().__init__(*args, **kwargs)
+        polled = not (type(caller) is str and caller.startswith("asyncio."))
+        _CHILDREN.adopt(self, _leads_group(self.pid, kwargs), polled)
+
+    # Popen, its waiters and asyncio all store the exit status here, so this sees every reaping.
+    @property
+    def returncode(self):
+        return self._repl_status
+
+    @returncode.setter
+    def returncode(self, value):
+        self._repl_status = value
+        if value is not None:
+            _CHILDREN.exited(self)
+
+    def __del__(self):
+        super().__del__()  # parks a still-running child in subprocess._active
+        _CHILDREN.wake()
+
+
+_TrackedPopen.__name__ = _TrackedPopen.__qualname__ = "Popen"
+_TrackedPopen.__module__ = "subprocess"
+_CHILDREN = _Children()
+
+
+# =====================================================================================================
+# Default executor
+#
+# The loop's default executor is the worker's own, so the end of a cell can see executor work it
+# submitted (run_in_executor, asyncio.to_thread, DNS lookups) that has not finished.
+# =====================================================================================================
+class _DefaultExecutor(concurrent.futures.ThreadPoolExecutor):
+    instances = weakref.WeakSet()
+
+    def __init__(self):
+        super().__init__(max_workers=EXECUTOR_MAX_WORKERS, thread_name_prefix="repl-executor")
+        self._unfinished = set()
+        self._unfinished_lock = threading.Lock()
+        _DefaultExecutor.instances.add(self)
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self._unfinished_lock:
+            waiting = sum(1 for future in self._unfinished if not future.running())
+            if waiting >= EXECUTOR_MAX_PENDING:
+                raise RuntimeError(
+                    "Default executor has %d jobs waiting (limit %d); await earlier work first"
+                    % (waiting, EXECUTOR_MAX_PENDING)
+                )
+            future = super().submit(fn, *args, **kwargs)
+            self._unfinished.add(future)
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, future):
+        with self._unfinished_lock:
+            self._unfinished.discard(future)
+
+    def unfinished(self):
+        with self._unfinished_lock:
+            return list(self._unfinished)
+
+    @classmethod
+    def owns(cls, thread):
+        return any(thread in executor._threads for executor in list(cls.instances))
+
+
+# =====================================================================================================
+# Cell-owned work
+#
+# What a cell leaves behind must not act after its result: asyncio tasks it created and callbacks it
+# scheduled are cancelled; threads and executor jobs cannot be stopped, so if they are still running
+# after a short grace the worker reports a fatal result and exits. Tasks and threads are told from
+# older ones by a baseline; callbacks are recognised by the run id in their context.
+# =====================================================================================================
+def _is_helper_thread(thread):
+    if thread in _WORKER_THREADS or isinstance(thread, threading._DummyThread):
+        return True
+    if _DefaultExecutor.owns(thread):
+        return True  # idle executor threads; their running jobs are checked separately
+    # asyncio's threaded child watcher (3.10-3.12) waits for each subprocess in a thread of its own.
+    return thread.daemon and thread.name.startswith(("waitpid-", "asyncio-waitpid-"))
+
+
+_TASK_TYPES = (asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task))
+_FUTURE_TYPES = (asyncio.Future, getattr(asyncio.futures, "_PyFuture", asyncio.Future))
+
+
+def _cancel_run_callbacks(loop, run_id):
+    """Cancel pending loop callbacks scheduled from the run's context; returns how many to report."""
+    handles = [*getattr(loop, "_ready", ()), *getattr(loop, "_scheduled", ())]
+    if not handles:
+        return 0
+    io_handles = None
+    count = 0
+    for handle in handles:
+        context = getattr(handle, "_context", None)
+        if type(context) is not contextvars.Context or context.get(_RUN_ID) != run_id or handle.cancelled():
+            continue
+        owner = getattr(handle._callback, "__self__", None)
+        if isinstance(owner, _TASK_TYPES):
+            continue  # a task's step or wakeup carries the task's context: the task is cancelled instead
+        if io_handles is None:
+            io_handles = _io_handles(loop)
+        if id(handle) in io_handles:
+            continue  # a transport's reader/writer: cancelling it would silence the connection for good
+        args = handle._args
+        handle.cancel()
+        # Timers that only resolve a future (asyncio.sleep inside a cancelled task) are not reported.
+        if not isinstance(owner, _FUTURE_TYPES) and not (args and isinstance(args[0], _FUTURE_TYPES)):
+            count += 1
+    return count
+
+
+def _io_handles(loop):
+    try:
+        keys = loop._selector.get_map().values()
+        return {id(handle) for key in keys for handle in key.data if handle is not None}
+    except Exception:
+        return set()
+
+
+class _CellWatch:
+    """The tasks and threads that were there before the current cell.
+
+    Nothing runs between cells, so what was pending when one cell's cleanup ended (normally nothing)
+    is exactly what the next cell starts with: the baseline is carried over instead of snapshotted.
+    """
+
+    def __init__(self):
+        self._tasks = set()
+        self._threads = set(threading.enumerate())
+
+    def settle(self, loop, run_id, executor):
+        """(tasks and callbacks cancelled, fatal error text or None) once the cell has ended."""
+        cancelled, refused = self._cancel_tasks(loop, run_id)
+        if refused:
+            return cancelled, MESSAGE_TASKS_REFUSED
+        deadline = time.monotonic() + BACKGROUND_GRACE_SECONDS
+        threads = [
+            thread
+            for thread in threading.enumerate()
+            if thread not in self._threads and thread.is_alive() and not _is_helper_thread(thread)
+        ]
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        jobs = executor.unfinished()
+        for job in jobs:
+            job.cancel()  # succeeds only for jobs that have not started
+        running = [job for job in jobs if not job.done()]
+        if running:
+            concurrent.futures.wait(running, timeout=max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in threads) or any(not job.done() for job in running):
+            return cancelled, MESSAGE_LEFT_THREADS
+        return cancelled, None
+
+    def _cancel_tasks(self, loop, run_id):
+        # Callbacks first, so no delayed callback fires while the tasks unwind.
+        count = _cancel_run_callbacks(loop, run_id)
+        pending = asyncio.all_tasks(loop)
+        if loop.is_closed() or not pending - self._tasks:
+            self._tasks = pending
+            return count, False  # nothing runs the loop now, so no task can appear later
+        # Let tasks a synchronous cell created take their first step, as they would have in a REPL
+        # whose loop runs between inputs: a task cancelled before it starts skips its own cleanup
+        # code, and one that ignores cancellation must be seen doing so.
+        own = set()
+        _run_briefly(loop, asyncio.sleep(0), own)
+        cancelled = set()
+        deadline = None
+        while True:
+            # Each round also catches tasks that unwinding ones started.
+            tasks = [task for task in asyncio.all_tasks(loop) if task not in self._tasks and task not in own]
+            for task in tasks:
+                if task not in cancelled:
+                    cancelled.add(task)
+                    task.cancel()
+            if not tasks or loop.is_closed():
+                break  # a closed loop never runs its tasks again
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + BACKGROUND_GRACE_SECONDS
+            elif now >= deadline:
+                break
+            _run_briefly(loop, asyncio.wait(tasks, timeout=deadline - now), own)
+        for task in own:
+            task.cancel()  # a waiter cut short by a task's SystemExit; it ends on the loop's next run
+        if loop.is_closed():
+            return count + len(cancelled), False
+        count += _cancel_run_callbacks(loop, run_id)  # scheduled while the tasks unwound
+        self._tasks = asyncio.all_tasks(loop)
+        return count + len(cancelled), any(not task.done() for task in cancelled)
+
+
+def _run_briefly(loop, coroutine, own):
+    try:
+        task = loop.create_task(coroutine)
+    except BaseException:
+        coroutine.close()
+        return
+    own.add(task)
+    try:
+        loop.run_until_complete(task)
+    except BaseException:  # SystemExit or KeyboardInterrupt raised by a cell's task escapes the loop
+        pass
+
+
+# =====================================================================================================
+# sh()
+#
+# The shell runs in a new process group: its background descendants can be killed with it, and the
+# server learns about the group through the job frames every tracked group leader produces. Output is
+# read from both pipes in the calling thread; what exceeds the budget is read and dropped so a chatty
+# command never blocks on a full pipe.
+# =====================================================================================================
+class ShellResult(str):
+    """sh()'s result: the stdout text, with .stdout, .stderr, .returncode, .ok and .truncated."""
+
+
+class ShellError(RuntimeError):
+    """sh(check=True) saw a nonzero status; .result holds the whole ShellResult."""
+
+    def __init__(self, result):
+        super().__init__("Shell exited with status %d; inspect exception.stderr" % result.returncode)
+        self.result = result
+        self.returncode = result.returncode
+        self.stdout = result.stdout
+        self.stderr = result.stderr
+
+
+class _ShellStream:
+    __slots__ = ("data", "cut")
+
+    def __init__(self):
+        self.data = bytearray()
+        self.cut = False
+
+    def add(self, chunk):
+        # One byte beyond the budget is kept so the text can be cut at a character boundary.
+        room = SH_STREAM_BYTES + 1 - len(self.data)
+        if len(chunk) > room:
+            chunk = chunk[: max(room, 0)]
+            self.cut = True
+        self.data += chunk
+
+    def text(self):
+        data = bytes(self.data)
+        if len(data) > SH_STREAM_BYTES:
+            data, self.cut = _cut_utf8(data, SH_STREAM_BYTES), True
+        # Replacement characters are longer than the bytes they replace, so cut once more.
+        text, cut = _cut_text(data.decode("utf-8", "replace"), SH_STREAM_BYTES)
+        self.cut = self.cut or cut
+        return text
+
+
+_SH_SLOTS = threading.BoundedSemaphore(SH_MAX_ACTIVE)
+
+
+def _shell_timeout(timeout):
+    try:
+        valid = (
+            isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+            and math.isfinite(timeout) and timeout > 0
+        )
+    except OverflowError:
+        valid = False
+    if not valid:
+        raise ValueError("sh() timeout must be a finite number of seconds greater than 0")
+    return float(timeout)
+
+
+def _kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def sh(cmd, *, check=True, timeout=120.0, cwd=None, env=None):
+    """Run `cmd` with /bin/sh -c in its own process group and return its stdout.
+
+    The result is a str (the stdout, at most 50,000 bytes) with .stdout, .stderr, .returncode, .ok and
+    .truncated. cwd defaults to the current directory and is ~-expanded; env is merged over os.environ.
+    With check=True a nonzero status raises ShellError (a RuntimeError carrying .result, .returncode,
+    .stdout and .stderr); running past `timeout` seconds raises subprocess.TimeoutExpired. The whole
+    process group is killed when the call ends, so background descendants do not outlive it.
+    """
+    if not isinstance(cmd, str):
+        raise TypeError("sh() command must be a str, not " + _type_name(type(cmd)))
+    seconds = _shell_timeout(timeout)
+    workdir = None if cwd is None else os.path.expanduser(os.fspath(cwd))
+    environment = None
+    if env is not None:
+        environment = dict(os.environ)
+        environment.update(env)
+    if not _SH_SLOTS.acquire(blocking=False):
+        raise RuntimeError("Too many active sh processes (limit %d)" % SH_MAX_ACTIVE)
+    try:
+        process = _TrackedPopen(
+            ["/bin/sh", "-c", cmd],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=workdir,
+            env=environment,
+            start_new_session=True,
+        )
+        out, err = _ShellStream(), _ShellStream()
+        try:
+            _collect_shell(process, out, err, time.monotonic() + seconds)
+            if process.returncode is None:
+                raise subprocess.TimeoutExpired(cmd, seconds, output=bytes(out.data), stderr=bytes(err.data))
+        finally:
+            _kill_group(process.pid)
+            process.stdout.close()
+            process.stderr.close()
+            if process.returncode is None:
+                process.wait()
+    finally:
+        _SH_SLOTS.release()
+    stdout, stderr = out.text(), err.text()
+    result = ShellResult(stdout)
+    result.stdout = stdout
+    result.stderr = stderr
+    result.returncode = process.returncode
+    result.ok = process.returncode == 0
+    result.truncated = out.cut or err.cut
+    if check and not result.ok:
+        raise ShellError(result)
+    return result
+
+
+def _collect_shell(process, out, err, deadline):
+    """Read both pipes until they close and the shell has ended, or until the deadline."""
+    drain_deadline = None  # set once the shell has ended while something it started holds a pipe
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ, out)
+        selector.register(process.stderr, selectors.EVENT_READ, err)
+        while selector.get_map():
+            limit = deadline if drain_deadline is None else min(deadline, drain_deadline)
+            remaining = limit - time.monotonic()
+            if remaining <= 0:
+                return
+            if drain_deadline is None:
+                remaining = min(remaining, SH_EXIT_CHECK_INTERVAL)
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 65_536)
+                if chunk:
+                    key.data.add(chunk)
+                else:
+                    selector.unregister(key.fileobj)
+            if drain_deadline is None and selector.get_map() and process.poll() is not None:
+                _kill_group(process.pid)
+                drain_deadline = time.monotonic() + SH_DRAIN_GRACE
+    if process.returncode is None:
+        # Both pipes closed; the shell itself may still be finishing (or may have closed them early).
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+
+
+# =====================================================================================================
+# Namespace inventory, checkpoint and restore
+#
+# All of these read values through type() and exact-builtin checks only, so no user hook runs, and
+# restore validates the whole file before it changes anything.
+# =====================================================================================================
+def _first_items(mapping, limit):
+    for _ in range(3):
+        try:
+            return list(itertools.islice(dict.items(mapping), limit))
+        except RuntimeError:  # another thread changed the namespace while it was read
+            continue
+    return []
+
+
+def _namespace_inventory(namespace):
+    variables, size = [], 0
+    for name, value in _first_items(namespace, INVENTORY_SCAN_LIMIT):
+        if type(name) is not str or name in RESERVED_NAMES or len(name) > NAME_MAX_CHARS:
+            continue
+        kind = type(value)
+        entry = {"name": name, "type": _type_name(kind)[:TYPE_NAME_MAX_CHARS]}
+        if _has_length(kind):
+            entry["length"] = len(value)
+        size += len(json.dumps(entry)) + 2  # ASCII-escaped, so never below the UTF-8 size
+        if len(variables) >= INVENTORY_MAX_ENTRIES or size > INVENTORY_MAX_BYTES:
+            break
+        variables.append(entry)
+    total = len(namespace)
+    return {
+        "variables": variables,
+        "total_namespace_entries": total,
+        "omitted_including_helpers": total - len(variables),
+        "values_included": False,
+    }
+
+
+def _json_entry(name, value):
+    """`"name":value` as UTF-8 JSON; lone surrogates force \\u escapes instead of failing."""
+    text = json.dumps(name, ensure_ascii=False) + ":" + json.dumps(value, ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(name) + ":" + json.dumps(value, allow_nan=False)).encode("ascii")
+
+
+def _checkpoint_candidates(namespace):
+    """([(name, json value)], {name: reason}, omitted count) for the first 256 non-reserved entries."""
+    candidates, skipped, omitted, scanned = [], {}, 0, 0
+    for name, value in _first_items(namespace, sys.maxsize):
+        if type(name) is str and name in RESERVED_NAMES:
+            continue
+        if scanned >= CHECKPOINT_MAX_ENTRIES or type(name) is not str or len(name) > NAME_MAX_CHARS:
+            omitted += 1
+            continue
+        scanned += 1
+        try:
+            candidates.append((name, _json_safe(value)))
+        except _NotPreviewable as exc:
+            skipped[name] = exc.args[0]
+    return candidates, skipped, omitted
+
+
+def _checkpoint_document(namespace):
+    """(encoded document, saved count, skipped, omitted), within 256 KiB by construction."""
+    candidates, skipped, omitted = _checkpoint_candidates(namespace)
+    too_big = "snapshot size limit"
+    head = b'{"format":"%s","values":{' % CHECKPOINT_FORMAT.encode()
+    tail = b'},"omitted":%d}' % omitted
+    skip_entries = {name: _json_entry(name, reason) for name, reason in skipped.items()}
+    # Start as if every candidate were skipped for size; each one kept swaps its skip entry for its value.
+    overflow = {name: len(_json_entry(name, too_big)) + 1 for name, _ in candidates}
+    used = len(head) + len(b'},"skipped":{') + len(tail)
+    used += sum(len(entry) + 1 for entry in skip_entries.values()) + sum(overflow.values())
+    if used > CHECKPOINT_MAX_BYTES:
+        raise ValueError("Checkpoint exceeds 256 KiB even without values; shorten variable names")
+    value_entries = []
+    for name, value in candidates:
+        entry = None
+        if not (type(value) is str and len(value) > CHECKPOINT_MAX_BYTES):
+            entry = _json_entry(name, value)
+        if entry is not None and used - overflow[name] + len(entry) + 1 <= CHECKPOINT_MAX_BYTES:
+            value_entries.append(entry)
+            used += len(entry) + 1 - overflow[name]
+        else:
+            skipped[name] = too_big
+            skip_entries[name] = _json_entry(name, too_big)
+    document = b"".join(
+        (head, b",".join(value_entries), b'},"skipped":{', b",".join(skip_entries.values()), tail)
+    )
+    return document, len(value_entries), skipped, omitted
+
+
+def _write_private_file(target, data):
+    """Atomically replace target: exclusive 0600 temp file beside it, fsync, rename."""
+    temporary = "%s.%s.part" % (target, os.urandom(8).hex())
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    try:
+        directory = os.open(os.path.dirname(target), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(directory)
+    except OSError:
+        pass
+    finally:
+        os.close(directory)
+
+
+def _read_bounded(path, limit, what):
+    """Bytes of a regular file, refusing more than limit (a FIFO must not block the cell)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    with open(fd, "rb") as stream:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _PlainFailure("%s is not a regular file: %s" % (what, path))
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise _PlainFailure("%s exceeds %d KiB" % (what, limit // 1024))
+    return data
+
+
+def _checkpoint(namespace, path):
+    target = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    document, saved, skipped, omitted = _checkpoint_document(namespace)
+    _write_private_file(target, document)
+    return {"saved": saved, "skipped": skipped, "omitted": omitted}
+
+
+def _restore(namespace, path):
+    source = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    try:
+        data = _read_bounded(source, CHECKPOINT_MAX_BYTES, "Checkpoint")
+    except _PlainFailure as exc:
+        raise ValueError(exc.args[0]) from None
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise ValueError("Checkpoint is not valid UTF-8 JSON: %s" % source) from None
+    if type(document) is not dict or document.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError("Checkpoint format must be %s" % CHECKPOINT_FORMAT)
+    values = document.get("values")
+    if type(values) is not dict or len(values) > CHECKPOINT_MAX_ENTRIES:
+        raise ValueError("Checkpoint values must be an object of at most %d variables" % CHECKPOINT_MAX_ENTRIES)
+    validated = {}
+    for name, value in values.items():
+        if len(name) > NAME_MAX_CHARS:
+            raise ValueError("Checkpoint variable name exceeds %d characters" % NAME_MAX_CHARS)
+        if name in RESERVED_NAMES:
+            raise ValueError("Checkpoint cannot restore reserved name %r" % name)
+        try:
+            validated[name] = _json_safe(value)
+        except _NotPreviewable as exc:
+            raise ValueError("Checkpoint value %r is not JSON-safe (%s)" % (name, exc.args[0])) from None
+    namespace.update(validated)
+    return {"restored": len(validated), "state": "merged"}
+
+
+def _make_helpers(namespace, sources):
+    """The functions cells see under HELPER_NAMES."""
+
+    def checkpoint(path):
+        """Atomically save JSON-safe variables to path: returns {saved, skipped, omitted}. Never pickles."""
+        return _checkpoint(namespace, path)
+
+    def restore(path):
+        """Validate a checkpoint completely, then merge its variables: returns {restored, state}."""
+        return _restore(namespace, path)
+
+    def repl_history():
+        """[{run_id, lines}] of the retained sources (64 runs / 1 MiB), oldest first."""
+        return sources.history()
+
+    def repl_source(run_id):
+        """The source text of a retained run."""
+        return sources.source(run_id)
+
+    def repl_namespace():
+        """Names, types and lengths of the namespace's variables; no values, no user hooks."""
+        return _namespace_inventory(namespace)
+
+    helpers = {
+        "sh": sh,
+        "checkpoint": checkpoint,
+        "restore": restore,
+        "repl_history": repl_history,
+        "repl_source": repl_source,
+        "repl_namespace": repl_namespace,
+    }
+    for name, function in helpers.items():
+        function.__qualname__ = name
+    return helpers
+
+
+# =====================================================================================================
 # Cells
 # =====================================================================================================
 class _Outcome:
-    __slots__ = ("value", "error")
+    __slots__ = ("value", "error", "exit_code")
 
     def __init__(self, value=None, error=None):
         self.value = value
         self.error = error
+        self.exit_code = None
+
+
+_ABSENT = object()
 
 
 class _Session:
@@ -754,15 +1593,24 @@ class _Session:
         # Registered so pickle and `import __repl__` find classes and functions defined in cells.
         sys.modules[NAMESPACE_NAME] = module
         self.namespace = module.__dict__
-        self.loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self.loop)
+        # Cells run in copies of this context, so context variables a cell sets persist like its globals.
+        self._context = contextvars.copy_context()
+        self._watch = _CellWatch()
+        self._new_loop()
+        self._helpers = _make_helpers(self.namespace, self._sources)
         self._install_helpers()
 
     # -- per-cell process state ------------------------------------------------------------------
+    def _new_loop(self):
+        self.loop = asyncio.new_event_loop()
+        # Closing a loop shuts its default executor down, so every loop gets a new one.
+        self._executor = _DefaultExecutor()
+        self.loop.set_default_executor(self._executor)
+        asyncio.set_event_loop(self.loop)
+
     def _install_helpers(self):
         """Names the worker provides inside cells; re-installed after every cell so shadowing is brief."""
-        helpers = {}
-        self.namespace.update(helpers)
+        self.namespace.update(self._helpers)
 
     def _prepare_process(self):
         """Undo what an earlier cell may have changed that the protocol depends on."""
@@ -776,16 +1624,37 @@ class _Session:
             sys.stdin = _null_stdin()
         signal.signal(signal.SIGINT, GATE.handler)
         if self.loop.is_closed():
-            self.loop = asyncio.new_event_loop()
+            self._new_loop()
         # asyncio.run() in a cell leaves no current loop behind.
         asyncio.set_event_loop(self.loop)
 
     # -- running -------------------------------------------------------------------------------
     def run(self, command):
+        if command.inventory:
+            self._run_inventory(command.run_id)
+            return
+        _ActiveRun.id = command.run_id
+        try:
+            fatal = self._run(command)
+        finally:
+            _ActiveRun.id = None
+        if fatal:
+            _terminate(FATAL_EXIT_STATUS)
+
+    def _run(self, command):
+        """Run one cell or file and send its result; True if the worker must now exit."""
         run_id = command.run_id
         self._pump.begin(run_id)
         self._prepare_process()
-        outcome = self._execute(run_id, command.code)
+        context = self._context.copy()
+        context.run(_RUN_ID.set, run_id)
+        if command.source_path is None:
+            outcome = self._execute(run_id, command.code, context)
+        else:
+            outcome = self._execute_file(run_id, command.source_path, command.argv, context)
+        self._context = context
+        cancelled, fatal = self._watch.settle(self.loop, run_id, self._executor)
+        _CHILDREN.sweep()
         (stdout, stderr), (stdout_cut, stderr_cut) = self._pump.finish()
         result = {"success": outcome.error is None, "stdout": stdout, "stderr": stderr, "return_value": None}
         truncated = {"stdout": stdout_cut, "stderr": stderr_cut, "return": False}
@@ -794,14 +1663,36 @@ class _Session:
             error, interrupted, error_cut = self._describe_failure(run_id, outcome.error)
             if error_cut:
                 truncated["error"] = True
-        elif outcome.value is not None:
+        elif outcome.value is not None and fatal is None:
             preview, has_value, value, truncated["return"] = _preview(outcome.value)
             result["return_value"] = preview
             if has_value:
                 result["value"] = value
+        exit_code = outcome.exit_code
         outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
         result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
+        if exit_code is not None:
+            result["exit_code"] = exit_code
+        if cancelled:
+            result["background_tasks_cancelled"] = cancelled
+        if fatal is not None:
+            result.update(success=False, error=fatal, state="cleared", fatal=True)
         self._install_helpers()
+        self._send_result(run_id, result)
+        return fatal is not None
+
+    def _run_inventory(self, run_id):
+        result = {
+            "success": True,
+            "stdout": "",
+            "stderr": "",
+            "return_value": None,
+            "error": None,
+            "truncated": {"stdout": False, "stderr": False, "return": False},
+            "state": "preserved",
+            "interrupted": False,
+            "namespace": _namespace_inventory(self.namespace),
+        }
         self._send_result(run_id, result)
 
     def _send_result(self, run_id, result):
@@ -811,24 +1702,96 @@ class _Session:
             pass
         self._writer.send({"type": "result", "id": run_id, "result": result})
 
-    def _execute(self, run_id, code):
+    def _execute(self, run_id, code, context):
         filename = REPL_FILENAME_PREFIX + run_id + ">"
-        self._sources.add(filename, code)
+        self._sources.add(run_id, filename, code)
         try:
             body, tail = _compile_cell(code, filename)
         except BaseException as exc:  # SyntaxError, but also ValueError, RecursionError, MemoryError
             return _Outcome(error=exc)
+        return self._run_compiled(context, body, tail)
+
+    def _run_compiled(self, context, body, tail):
         try:
             try:
                 GATE.arm()
-                self._run_code(body)
-                value = self._run_code(tail) if tail is not None else None
+                context.run(self._run_code, body)
+                if tail is _STORED_TAIL:
+                    value = self.namespace.pop("__repl_result__", None)
+                else:
+                    value = context.run(self._run_code, tail) if tail is not None else None
             finally:
                 GATE.disarm()
+                if tail is _STORED_TAIL:
+                    self.namespace.pop("__repl_result__", None)
         except BaseException as exc:
             GATE.disarm()
             return _Outcome(error=exc)
         return _Outcome(value=value)
+
+    def _execute_file(self, run_id, path, argv, context):
+        try:
+            source = _read_script(path, argv)
+        except BaseException as exc:
+            return _Outcome(error=exc)
+        self._sources.add(run_id, path, source)
+        try:
+            code = compile(source, path, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except BaseException as exc:
+            outcome = _Outcome(error=exc)
+            self._set_exit_status(outcome)
+            return outcome
+        namespace = self.namespace
+        saved_names = [(key, namespace.get(key, _ABSENT)) for key in ("__name__", "__file__")]
+        # The same list objects stay in place: modules may hold references to them.
+        argv_list, path_list = sys.argv, sys.path
+        saved_argv, saved_path = list(argv_list), list(path_list)
+        try:
+            argv_list[:] = [path, *argv]
+            if path_list:
+                path_list[0] = os.path.dirname(path)
+            else:
+                path_list.append(os.path.dirname(path))
+            namespace["__name__"] = "__main__"
+            namespace["__file__"] = path
+            outcome = self._run_compiled(context, code, None)
+        finally:
+            sys.argv, sys.path = argv_list, path_list
+            argv_list[:] = saved_argv
+            path_list[:] = saved_path
+            for key, value in saved_names:
+                if value is _ABSENT:
+                    namespace.pop(key, None)
+                else:
+                    namespace[key] = value
+        self._set_exit_status(outcome)
+        return outcome
+
+    def _set_exit_status(self, outcome):
+        """Give a file run the exit status `python file.py` would have had."""
+        error = outcome.error
+        if error is None:
+            outcome.exit_code = 0
+            return
+        if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
+            return
+        if not isinstance(error, SystemExit):
+            outcome.exit_code = 1
+            return
+        code = error.code
+        if code is None:
+            status = 0
+        elif issubclass(type(code), int):
+            status = int.__int__(code)
+        else:
+            try:
+                text = str(code)
+            except BaseException:
+                text = "<exit value str() failed>"
+            self._captures[1].write(text + "\n")
+            status = 1
+        outcome.exit_code = status
+        outcome.error = None if status == 0 else _PlainFailure("Saved Python file exited with status %d" % status)
 
     def _run_code(self, code):
         if code.co_flags & inspect.CO_COROUTINE:
@@ -840,7 +1803,7 @@ class _Session:
         loop = self.loop
         task = None
         try:
-            task = loop.create_task(coroutine)
+            task = loop.create_task(coroutine)  # inside the cell's context, so the task copies it
             return loop.run_until_complete(task)
         except BaseException:
             if task is None:
@@ -880,15 +1843,39 @@ class _Session:
         return text, False, cut
 
 
+def _read_script(path, argv):
+    """A saved file's source text, decoded by its PEP 263 declaration."""
+    if not os.path.isabs(path):
+        raise _PlainFailure("source_path must be an absolute path")
+    if len(argv) > SCRIPT_ARGV_MAX_ITEMS or sum(len(_utf8(item)) for item in argv) > SCRIPT_ARGV_MAX_BYTES:
+        raise _PlainFailure("Script arguments exceed %d items or 32 KiB" % SCRIPT_ARGV_MAX_ITEMS)
+    try:
+        data = _read_bounded(path, SOURCE_FILE_MAX_BYTES, "Python source file")
+    except FileNotFoundError:
+        raise _PlainFailure("Python source file not found: " + path) from None
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+
+_STORED_TAIL = object()  # _compile_cell's marker: the trailing value is left in __repl_result__
+
+
 def _compile_cell(code, filename):
-    """(body code, trailing-expression code or None), both allowing top-level await."""
+    """(body code, trailing-expression code or _STORED_TAIL or None), allowing top-level await."""
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     tree = compile(code, filename, "exec", flags | ast.PyCF_ONLY_AST, dont_inherit=True)
-    tail = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        tail = compile(ast.Expression(tree.body.pop().value), filename, "eval", flags, dont_inherit=True)
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return compile(tree, filename, "exec", flags, dont_inherit=True), None
+    last = tree.body.pop()
+    tail = compile(ast.Expression(last.value), filename, "eval", flags, dont_inherit=True)
     body = compile(tree, filename, "exec", flags, dont_inherit=True)
-    return body, tail
+    if not (body.co_flags | tail.co_flags) & inspect.CO_COROUTINE:
+        return body, tail
+    # A cell that awaits anywhere runs as one coroutine, so all of it sees the running loop
+    # (asyncio.create_task before a trailing await); the trailing value comes back through a name.
+    target = ast.Name(id="__repl_result__", ctx=ast.Store())
+    tree.body.append(ast.copy_location(ast.Assign(targets=[target], value=last.value), last))
+    return compile(ast.fix_missing_locations(tree), filename, "exec", flags, dont_inherit=True), _STORED_TAIL
 
 
 def _keep_fd0_open():
@@ -912,7 +1899,11 @@ def _null_stdin():
 # =====================================================================================================
 def main():
     GATE.bind_main_thread()
+    # multiprocessing's spawn start method re-runs __main__.__file__ in its children; run directly as
+    # `python3 worker.py`, that would be this worker. Without it they start from a plain __main__.
+    sys.modules["__main__"].__dict__.pop("__file__", None)
     writer = _FrameWriter(PROTOCOL_FD)
+    _CHILDREN.install(writer)
     pump = _OutputPump(writer)
     captures = (_CaptureStream(pump, "stdout"), _CaptureStream(pump, "stderr"))
     sys.stdout, sys.stderr = captures

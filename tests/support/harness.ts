@@ -21,6 +21,8 @@ export interface ServerOptions {
   env?: Record<string, string>;
   /** Working directory; defaults to a fresh project directory. */
   cwd?: string;
+  /** Prepares the project directory (e.g. writes .mcp.json) before the server starts. */
+  beforeStart?: (project: string) => void;
 }
 
 export function tempDir(prefix = "repl-mcp-test-"): string {
@@ -46,6 +48,7 @@ export class Harness {
 
   static async start(options: ServerOptions = {}): Promise<Harness> {
     const harness = new Harness();
+    options.beforeStart?.(harness.project);
     harness.transport = new StdioClientTransport({
       command: options.binary ?? BINARY,
       args: options.args ?? [],
