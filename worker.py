@@ -121,6 +121,7 @@ import subprocess
 import time
 import tokenize
 import types
+import uuid
 import weakref
 
 MAX_FRAME_BYTES = 1_048_576          # per line, newline included, both directions
@@ -161,13 +162,20 @@ INVENTORY_MAX_BYTES = 60_000
 NAME_MAX_CHARS = 256
 TYPE_NAME_MAX_CHARS = 128
 CHECKPOINT_FORMAT = "repl-checkpoint-v1"
+BRIDGE_MAX_PENDING = 64
+BRIDGE_CALL_TIMEOUT = 120.0
+BRIDGE_LIST_TIMEOUT = 30.0
+BRIDGE_OPS_WAIT = 35.0
+BRIDGE_TIMEOUT_MIN = 0.01
+BRIDGE_TIMEOUT_MAX = 3600.0
+TOOL_ERROR_TEXT_MAX = 2_000
 CHECKPOINT_MAX_BYTES = 262_144
 CHECKPOINT_MAX_ENTRIES = 256
 
 REPL_FILENAME_PREFIX = "<repl:"
 NAMESPACE_NAME = "__repl__"
 STREAM_NAMES = ("stdout", "stderr")
-HELPER_NAMES = ("sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace")
+HELPER_NAMES = ("sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp")
 # Never listed, checkpointed or restored. The last four are entries every module dict starts with: the
 # namespace is a module's dict so that pickle can find what cells define, not because users set them.
 RESERVED_NAMES = frozenset(
@@ -185,6 +193,8 @@ MESSAGE_LEFT_THREADS = (
 
 # Written to fd 2 after each cell so the server can tell which native stderr bytes belong to which run
 # (see src/worker/native-stderr.ts; not yet described in docs/worker-protocol.md).
+MESSAGE_FOREIGN_CALL = "MCP calls must belong to their originating active cell; use mcp.acall for concurrency"
+MESSAGE_BRIDGE_TIMEOUT = "MCP request got no answer within %.2f s; external outcome is unknown, request was not retried"
 STDERR_BARRIER = "\x1erepl-mcp-barrier:{}\x1e\n"
 
 
@@ -619,6 +629,7 @@ class _CommandReader:
         self.handlers = {
             "execute": self._on_execute,
             "shutdown": self._on_shutdown,
+            "rpc_result": _BRIDGE.deliver,
         }
 
     def start(self):
@@ -697,7 +708,7 @@ class _JsonConverter:
         if kind is list or kind is tuple or kind is ReplHistory:
             self._enter(value, depth)
             return [self._child(item, depth) for item in value]
-        if kind is dict:
+        if kind is dict or kind is _Envelope:
             self._enter(value, depth)
             converted = {}
             for key, item in dict.items(value):
@@ -1333,32 +1344,296 @@ def sh(cmd, *, check=True, timeout=120.0, cwd=None, env=None):
 
 def _collect_shell(process, out, err, deadline):
     """Read both pipes until they close and the shell has ended, or until the deadline."""
+    # Where the OS offers one (Linux pidfd), a descriptor tells when the shell ends; elsewhere it is
+    # polled. Popen.wait(timeout) would sleep in growing steps, adding latency to every call.
+    exit_fd = _exit_descriptor(process.pid)
+    ended = False
     drain_deadline = None  # set once the shell has ended while something it started holds a pipe
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ, out)
-        selector.register(process.stderr, selectors.EVENT_READ, err)
-        while selector.get_map():
-            limit = deadline if drain_deadline is None else min(deadline, drain_deadline)
-            remaining = limit - time.monotonic()
-            if remaining <= 0:
-                return
-            if drain_deadline is None:
-                remaining = min(remaining, SH_EXIT_CHECK_INTERVAL)
-            for key, _ in selector.select(remaining):
-                chunk = os.read(key.fd, 65_536)
-                if chunk:
-                    key.data.add(chunk)
-                else:
-                    selector.unregister(key.fileobj)
-            if drain_deadline is None and selector.get_map() and process.poll() is not None:
-                _kill_group(process.pid)
-                drain_deadline = time.monotonic() + SH_DRAIN_GRACE
-    if process.returncode is None:
-        # Both pipes closed; the shell itself may still be finishing (or may have closed them early).
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ, out)
+            selector.register(process.stderr, selectors.EVENT_READ, err)
+            if exit_fd is not None:
+                selector.register(exit_fd, selectors.EVENT_READ, None)
+            pipes = 2
+            while pipes:
+                limit = deadline if drain_deadline is None else min(deadline, drain_deadline)
+                remaining = limit - time.monotonic()
+                if remaining <= 0:
+                    return
+                if drain_deadline is None and exit_fd is None:
+                    remaining = min(remaining, SH_EXIT_CHECK_INTERVAL)
+                for key, _ in selector.select(remaining):
+                    if key.data is None:
+                        selector.unregister(exit_fd)
+                        ended = True
+                        continue
+                    chunk = os.read(key.fd, 65_536)
+                    if chunk:
+                        key.data.add(chunk)
+                    else:
+                        selector.unregister(key.fileobj)
+                        pipes -= 1
+                if drain_deadline is None and pipes and (ended or (exit_fd is None and process.poll() is not None)):
+                    _kill_group(process.pid)
+                    drain_deadline = time.monotonic() + SH_DRAIN_GRACE
+            if exit_fd is not None and not ended:
+                # Both pipes closed; the shell is ending now (or closed them early and runs on).
+                selector.select(max(0.0, deadline - time.monotonic()))
+        if process.returncode is None:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    finally:
+        if exit_fd is not None:
+            os.close(exit_fd)
+
+
+def _exit_descriptor(pid):
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return opener(pid)
+    except OSError:  # an older kernel, or the child is already reaped
+        return None
+
+
+# =====================================================================================================
+# Bridge calls (the mcp helper)
+#
+# Requests to the server's MCP broker travel as `rpc` frames tagged with the active run id and come back
+# as `rpc_result` frames, delivered by the command reader thread. A blocking call waits on an Event (so
+# SIGINT still interrupts it); an async call waits on a future of the persistent loop. Whatever stops
+# waiting early sends `rpc_cancel`, and the server then abandons the request downstream.
+# =====================================================================================================
+class ToolError(RuntimeError):
+    """A failed MCP call: `.result` holds the tool's error envelope, or None for a broker refusal."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class _Envelope(dict):
+    """A tool's complete result. Awaiting it gives it back, so `await mcp.call(...)` sends nothing twice."""
+
+    def __await__(self):
+        return self
+        yield  # makes this a generator; the value above is the await's result
+
+
+class _Pending:
+    __slots__ = ("id", "run_id", "event", "loop", "future", "result", "error", "done")
+
+    def __init__(self, request_id, run_id, loop=None, future=None):
+        self.id = request_id
+        self.run_id = run_id
+        self.event = threading.Event()
+        self.loop = loop
+        self.future = future
+        self.result = None
+        self.error = None
+        self.done = False
+
+
+class _Bridge:
+    def __init__(self):
+        self.writer = None
+        self._lock = threading.Lock()
+        self._pending = {}
+
+    def _owner(self):
+        run_id = _RUN_ID.get()
+        if run_id is None or run_id != _ActiveRun.id:
+            raise RuntimeError(MESSAGE_FOREIGN_CALL)
+        return run_id
+
+    def _send(self, op, params, run_id, loop=None, future=None):
+        with self._lock:
+            if len(self._pending) >= BRIDGE_MAX_PENDING:
+                raise RuntimeError("Too many pending MCP calls (limit %d)" % BRIDGE_MAX_PENDING)
+            pending = _Pending(uuid.uuid4().hex, run_id, loop, future)
+            self._pending[pending.id] = pending
+        frame = {"type": "rpc", "id": pending.id, "run_id": run_id, "op": op, "params": params}
+        if not self.writer.send(frame):
+            self._forget(pending.id)
+            raise ToolError("MCP request could not be sent (it exceeds the 1 MiB frame limit)")
+        return pending
+
+    def _forget(self, request_id):
+        with self._lock:
+            return self._pending.pop(request_id, None)
+
+    def _give_up(self, pending):
+        """Stop waiting: the server cancels the request downstream, and a late answer is dropped."""
+        if self._forget(pending.id) is not None:
+            self.writer.send({"type": "rpc_cancel", "id": pending.id, "run_id": pending.run_id})
+
+    def deliver(self, frame):
+        """Runs on the command reader thread."""
+        pending = self._forget(frame.get("id"))
+        if pending is None:
+            return  # given up already
+        pending.result, pending.error, pending.done = frame.get("result"), frame.get("error"), True
+        if pending.future is not None:
+            try:
+                pending.loop.call_soon_threadsafe(_settle_future, pending)
+            except RuntimeError:
+                pass  # the loop is closed: nobody waits any more
+        pending.event.set()
+
+    def abandon_run(self, run_id):
+        """At the end of a cell: its unanswered requests are cancelled."""
+        with self._lock:
+            leftovers = [p for p in self._pending.values() if p.run_id == run_id]
+        for pending in leftovers:
+            self._give_up(pending)
+
+    def request(self, op, params, wait):
+        pending = self._send(op, params, self._owner())
         try:
-            process.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
+            if not pending.event.wait(wait):
+                raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait)
+        finally:
+            if not pending.done:
+                self._give_up(pending)
+        return _unwrap(pending)
+
+    async def arequest(self, op, params, wait):
+        run_id = self._owner()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        pending = self._send(op, params, run_id, loop, future)
+        try:
+            await asyncio.wait_for(future, wait)
+        except asyncio.TimeoutError:
+            raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait) from None
+        finally:
+            if not pending.done:
+                self._give_up(pending)
+        return _unwrap(pending)
+
+
+def _settle_future(pending):
+    if not pending.future.done():
+        pending.future.set_result(None)
+
+
+def _unwrap(pending):
+    if pending.error is not None:
+        raise ToolError(str(pending.error))
+    return pending.result
+
+
+_BRIDGE = _Bridge()
+
+
+def _check_timeout(timeout):
+    kind = type(timeout)
+    if (kind is not int and kind is not float) or not math.isfinite(timeout):
+        raise ValueError("timeout must be a finite number of seconds")
+    if not BRIDGE_TIMEOUT_MIN <= timeout <= BRIDGE_TIMEOUT_MAX:
+        raise ValueError("timeout must be between 0.01 and 3600 seconds")
+    return float(timeout)
+
+
+def _check_server(server):
+    if type(server) is not str or not 1 <= len(server) <= 200 or any(ord(c) < 32 or ord(c) == 127 for c in server):
+        raise ValueError("server must be a name of 1..200 characters without control characters")
+    return server
+
+
+def _call_params(server, tool, arguments, timeout, kwargs):
+    if arguments is not None and kwargs:
+        raise ValueError("Pass tool arguments either as arguments={...} or as keywords, not both")
+    if arguments is None:
+        arguments = kwargs
+    elif type(arguments) is not dict and not isinstance(arguments, dict):
+        raise TypeError("arguments must be a dict")
+    if type(tool) is not str or not tool:
+        raise ValueError("tool must be a non-empty string")
+    return {"server": _check_server(server), "tool": tool, "arguments": dict(arguments), "timeout": _check_timeout(timeout)}
+
+
+def _text_blocks(envelope):
+    content = envelope.get("content")
+    if type(content) is not list:
+        return ""
+    texts = [block.get("text") for block in content if type(block) is dict and block.get("type") == "text"]
+    return "\n".join(text for text in texts if type(text) is str)
+
+
+def _envelope(result):
+    if type(result) is not dict:
+        raise ToolError("MCP broker returned a malformed result")
+    envelope = _Envelope(result)
+    if envelope.get("isError") is True:
+        raise ToolError("MCP tool failed: " + _text_blocks(envelope)[:TOOL_ERROR_TEXT_MAX], envelope)
+    return envelope
+
+
+class _Mcp:
+    """Calls tools of the MCP servers this broker was granted. See mcp.help() and the README."""
+
+    def call(self, server, tool, *, arguments=None, timeout=BRIDGE_CALL_TIMEOUT, **kwargs):
+        """Call a tool and return its complete result; raises ToolError if it failed."""
+        params = _call_params(server, tool, arguments, timeout, kwargs)
+        return _envelope(_BRIDGE.request("call", params, params["timeout"] + 1))
+
+    async def acall(self, server, tool, *, arguments=None, timeout=BRIDGE_CALL_TIMEOUT, **kwargs):
+        """Like call(), as a coroutine: run many at once with asyncio.gather."""
+        params = _call_params(server, tool, arguments, timeout, kwargs)
+        return _envelope(await _BRIDGE.arequest("call", params, params["timeout"] + 1))
+
+    def servers(self):
+        """Names of the servers cells may use."""
+        return _BRIDGE.request("servers", {}, BRIDGE_OPS_WAIT)
+
+    def list_tools(self, server, *, timeout=BRIDGE_LIST_TIMEOUT):
+        """Every tool definition of a server that this broker grants (all pages, complete schemas)."""
+        params = {"server": _check_server(server), "timeout": _check_timeout(timeout)}
+        return _BRIDGE.request("tools", params, params["timeout"] + 1)
+
+    def help(self, server=None, tool=None, *, timeout=BRIDGE_LIST_TIMEOUT):
+        """help() → servers; help(server) → its tools; help(server, tool) → that tool's definition."""
+        if server is None:
+            return self.servers()
+        tools = self.list_tools(server, timeout=timeout)
+        if tool is None:
+            return tools
+        for definition in tools:
+            if type(definition) is dict and definition.get("name") == tool:
+                return definition
+        raise ValueError("Unknown tool %r; use mcp.list_tools(server)" % (tool,))
+
+    def text(self, envelope):
+        """The text blocks of a result, joined with newlines."""
+        if not isinstance(envelope, dict):
+            raise TypeError("mcp.text() takes a tool result (a dict)")
+        return _text_blocks(envelope)
+
+    def refresh(self):
+        """Re-read the registry now; returns the broker's health."""
+        return _BRIDGE.request("refresh", {}, BRIDGE_OPS_WAIT)
+
+    def journal(self):
+        """Metadata of every dispatched call (no arguments, no results)."""
+        return _BRIDGE.request("journal", {}, BRIDGE_OPS_WAIT)
+
+    async def ajournal(self):
+        return await _BRIDGE.arequest("journal", {}, BRIDGE_OPS_WAIT)
+
+    def explain(self, server, tool=None):
+        """Why a server or tool is or is not usable, without connecting anywhere."""
+        _check_server(server)
+        if tool is not None and (type(tool) is not str or not 1 <= len(tool) <= 400):
+            raise TypeError("tool must be a string or omitted")
+        return _BRIDGE.request("explain", {"server": server, "tool": tool}, BRIDGE_OPS_WAIT)
+
+    def __repr__(self):
+        return "<mcp broker helper: mcp.help() lists servers>"
 
 
 # =====================================================================================================
@@ -1564,6 +1839,7 @@ def _make_helpers(namespace, sources):
     }
     for name, function in helpers.items():
         function.__qualname__ = name
+    helpers["mcp"] = _Mcp()
     return helpers
 
 
@@ -1654,6 +1930,7 @@ class _Session:
             outcome = self._execute_file(run_id, command.source_path, command.argv, context)
         self._context = context
         cancelled, fatal = self._watch.settle(self.loop, run_id, self._executor)
+        _BRIDGE.abandon_run(run_id)
         _CHILDREN.sweep()
         (stdout, stderr), (stdout_cut, stderr_cut) = self._pump.finish()
         result = {"success": outcome.error is None, "stdout": stdout, "stderr": stderr, "return_value": None}
@@ -1903,6 +2180,7 @@ def main():
     # `python3 worker.py`, that would be this worker. Without it they start from a plain __main__.
     sys.modules["__main__"].__dict__.pop("__file__", None)
     writer = _FrameWriter(PROTOCOL_FD)
+    _BRIDGE.writer = writer
     _CHILDREN.install(writer)
     pump = _OutputPump(writer)
     captures = (_CaptureStream(pump, "stdout"), _CaptureStream(pump, "stderr"))

@@ -66,7 +66,7 @@ function schemaWithinBounds(schema: unknown): boolean {
   return true;
 }
 
-let validator: AjvJsonSchemaValidator | undefined;
+let validator: Promise<AjvJsonSchemaValidator> | undefined;
 const compiled = new WeakMap<object, (input: unknown) => boolean>();
 
 /** Loaded on first use: the validator compiles a large library the server does not otherwise need. */
@@ -80,12 +80,12 @@ export async function validateAgainstSchema(schema: unknown, args: Record<string
   }
   let check = compiled.get(schema);
   if (!check) {
-    if (!validator) {
-      const { AjvJsonSchemaValidator } = await import("@modelcontextprotocol/sdk/validation/ajv-provider.js");
-      validator = new AjvJsonSchemaValidator();
-    }
-    const ajv = validator;
-    let validate: ReturnType<typeof validator.getValidator>;
+    // One shared import: concurrent first calls must not each start loading the module.
+    validator ??= import("@modelcontextprotocol/sdk/validation/ajv-provider.js").then(
+      ({ AjvJsonSchemaValidator }) => new AjvJsonSchemaValidator(),
+    );
+    const ajv = await validator;
+    let validate: ReturnType<typeof ajv.getValidator>;
     try {
       validate = ajv.getValidator(schema as Parameters<typeof ajv.getValidator>[0]);
     } catch {

@@ -13,7 +13,9 @@ import { GuardianEvent, type SpawnSpec } from "./protocol.ts";
 function guardianCommand(): string[] {
   // A compiled binary runs its embedded entry from a virtual path; from a checkout, bun needs the script.
   const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN");
-  const self = compiled ? [process.execPath] : [process.execPath, Bun.main];
+  const self = compiled
+    ? [process.execPath]
+    : [process.execPath, new URL("../main.ts", import.meta.url).pathname];
   return [...self, GUARDIAN_FLAG, "0"];
 }
 

@@ -1,6 +1,7 @@
-// The one writer of a worker's stdin. It holds a few frames at most; a frame it accepted is handed to
-// the pipe whole even if the caller gives up waiting, so the next reader never sees half a line. A
-// write that cannot complete in time means the worker is stuck, and the owner is told to kill it.
+// The one writer of a worker's stdin. It holds a few frames at most; a caller finding it full waits
+// for room. A frame it accepted is handed to the pipe whole even if the caller gives up waiting, so
+// the next reader never sees half a line. Enqueueing plus writing has one deadline: a worker that does
+// not read its input in time is stuck, and the owner is told to kill it.
 import type { FileSink } from "bun";
 import { WRITER_QUEUE_FRAMES } from "../limits.ts";
 
@@ -8,6 +9,7 @@ export class WriteQueue {
   private queued = 0;
   private tail: Promise<void> = Promise.resolve();
   private closed = false;
+  private roomWaiters: (() => void)[] = [];
 
   constructor(
     private readonly sink: FileSink,
@@ -15,11 +17,24 @@ export class WriteQueue {
     private readonly onStall: () => void,
   ) {}
 
-  push(bytes: Uint8Array): Promise<void> {
-    if (this.closed) return Promise.reject(new Error("worker input is closed"));
-    if (this.queued >= WRITER_QUEUE_FRAMES) return Promise.reject(new Error("worker input queue is full"));
+  async push(bytes: Uint8Array): Promise<void> {
+    const deadline = Date.now() + this.timeoutMs;
+    while (this.queued >= WRITER_QUEUE_FRAMES) {
+      if (this.closed) throw new Error("worker input is closed");
+      const left = deadline - Date.now();
+      if (left <= 0 || !(await this.room(left))) {
+        this.onStall();
+        throw new Error("worker input queue stayed full");
+      }
+    }
+    if (this.closed) throw new Error("worker input is closed");
     this.queued++;
-    const done = this.tail.then(() => this.write(bytes)).finally(() => this.queued--);
+    const done = this.tail
+      .then(() => this.write(bytes, deadline))
+      .finally(() => {
+        this.queued--;
+        this.roomWaiters.shift()?.();
+      });
     this.tail = done.catch(() => {});
     return done;
   }
@@ -27,6 +42,7 @@ export class WriteQueue {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    for (const wake of this.roomWaiters.splice(0)) wake();
     void this.tail.then(() => {
       try {
         this.sink.end();
@@ -34,13 +50,31 @@ export class WriteQueue {
     });
   }
 
-  private async write(bytes: Uint8Array): Promise<void> {
+  /** Resolves true when a slot frees up, false when `ms` pass first. */
+  private room(ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.roomWaiters = this.roomWaiters.filter((waiter) => waiter !== wake);
+        resolve(false);
+      }, ms);
+      this.roomWaiters.push(wake);
+    });
+  }
+
+  private async write(bytes: Uint8Array, deadline: number): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const stalled = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        this.onStall();
-        reject(new Error("worker input write timed out"));
-      }, this.timeoutMs);
+      timer = setTimeout(
+        () => {
+          this.onStall();
+          reject(new Error("worker input write timed out"));
+        },
+        Math.max(0, deadline - Date.now()),
+      );
     });
     try {
       this.sink.write(bytes);

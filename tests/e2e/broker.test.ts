@@ -1,0 +1,347 @@
+// The MCP broker end to end: cells call tools of real downstream servers (our fixture peers and a
+// third-party server from npm) through the registry the user wrote.
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { Harness, taggedPids, waitFor } from "../support/harness.ts";
+
+const PEERS = resolve(import.meta.dir, "../fixtures/peers");
+const STDIO_PEER = join(PEERS, "stdio-peer.ts");
+const HTTP_PEER = join(PEERS, "http-peer.ts");
+const MEMORY_SERVER = resolve(
+  import.meta.dir,
+  "../../node_modules/@modelcontextprotocol/server-memory/dist/index.js",
+);
+
+const stdioEntry = (env: Record<string, string> = {}, extra: Record<string, unknown> = {}) => ({
+  command: process.execPath,
+  args: [STDIO_PEER],
+  env,
+  ...extra,
+});
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+async function withRegistry(
+  servers: Record<string, unknown>,
+  options: { env?: Record<string, string>; args?: string[] } = {},
+) {
+  h = await Harness.start({
+    env: options.env,
+    args: options.args,
+    beforeStart: (project) => {
+      writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: servers }));
+    },
+  });
+  return h;
+}
+
+/** Runs a cell and returns its value, failing the test with the cell's error if it failed. */
+async function value(harness: Harness, code: string, args: Record<string, unknown> = {}) {
+  const result = await harness.run(code, args);
+  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
+  return result.value;
+}
+
+describe("registry and grants", () => {
+  test("nothing connects at startup, for health, servers, help or explain", async () => {
+    const harness = await withRegistry({ peer: stdioEntry() });
+    const health = await harness.health();
+    expect(health.broker).toMatchObject({
+      configured_servers: 1,
+      connected_transports: 0,
+      configuration_error: null,
+    });
+    expect(await value(harness, "[mcp.servers(), mcp.help(), mcp.explain('peer')['status']]")).toEqual([
+      ["peer"],
+      ["peer"],
+      "disconnected",
+    ]);
+    expect(harness.children().length).toBe(2); // guardian and worker only: no peer
+    expect((await harness.health()).broker.connected_transports).toBe(0);
+  });
+
+  test("calls return the complete envelope; isError raises ToolError carrying it", async () => {
+    const harness = await withRegistry({ peer: stdioEntry() });
+    const echo = await value(
+      harness,
+      "r = mcp.call('peer', 'echo', arguments={'text': 'hi', 'n': 2})\n[mcp.text(r), r['structuredContent']]",
+    );
+    expect(echo).toEqual(["hi", { text: "hi", n: 2 }]);
+    expect(
+      await value(
+        harness,
+        "r = mcp.call('peer', 'two_blocks')\n[[b['text'] for b in r['content']], r['_meta']]",
+      ),
+    ).toEqual([["first", "second"], { fixture: "two_blocks" }]);
+    const failed = await value(
+      harness,
+      "try:\n    mcp.call('peer', 'fail')\nexcept Exception as e:\n    out = [type(e).__name__, str(e), e.result['isError']]\nout",
+    );
+    expect(failed).toEqual(["ToolError", "MCP tool failed: it failed on purpose", true]);
+    expect(await value(harness, "r = mcp.call('peer', 'echo', text='kw')\nawait r\nmcp.text(await r)")).toBe(
+      "kw",
+    );
+    const named = await value(
+      harness,
+      "mcp.call('peer', 'args_named', arguments={'timeout': 't', 'server': 's', 'tool': 'x', 'arguments': 'a'})['structuredContent']",
+    );
+    expect(named).toEqual({ timeout: "t", server: "s", tool: "x", arguments: "a" });
+  });
+
+  test("allowedTools is enforced before connecting, schemas before dispatch, timeouts before any request", async () => {
+    const log = join("/tmp", `peer-calls-${crypto.randomUUID()}`);
+    const harness = await withRegistry({
+      limited: stdioEntry({ PEER_CALL_LOG: log }, { allowedTools: ["echo"] }),
+    });
+    const denied = await value(
+      harness,
+      "try:\n    mcp.call('limited', 'fail')\nexcept Exception as e:\n    out = str(e)\nout",
+    );
+    expect(denied).toStartWith("Tool denied by broker allowedTools policy");
+    expect(harness.children().length).toBe(2);
+    const names = await value(harness, "[t['name'] for t in mcp.list_tools('limited')]");
+    expect(names).toEqual(["echo"]);
+    const invalid = await value(
+      harness,
+      "try:\n    mcp.call('limited', 'echo', arguments={'text': 1})\nexcept Exception as e:\n    out = str(e)\nout",
+    );
+    expect(invalid).toStartWith("MCP arguments violate inputSchema");
+    const badTimeout = await value(
+      harness,
+      "try:\n    mcp.call('limited', 'echo', text='x', timeout=0)\nexcept ValueError as e:\n    out = 'ValueError'\nout",
+    );
+    expect(badTimeout).toBe("ValueError");
+    expect(existsSync(log) ? readFileSync(log, "utf8") : "").toBe("");
+    expect(await value(harness, "len(mcp.journal())")).toBe(0);
+  });
+
+  test("an invalid registry keeps Python up, fails broker calls closed, and refresh clears it", async () => {
+    const harness = await withRegistry({
+      peer: { command: process.execPath, bogusField: "secret-value-123" },
+    });
+    const health = await harness.health();
+    expect(health.broker.configuration_error).toContain('unknown field "bogusField"');
+    expect(JSON.stringify(health)).not.toContain("secret-value-123");
+    expect(await value(harness, "1 + 1")).toBe(2);
+    const refused = await value(
+      harness,
+      "try:\n    mcp.servers()\nexcept Exception as e:\n    out = str(e)\nout",
+    );
+    expect(refused).toStartWith("MCP configuration error:");
+    expect(await value(harness, "mcp.explain('peer')['status']")).toBe("config_invalid");
+    writeFileSync(join(harness.project, ".mcp.json"), JSON.stringify({ mcpServers: { peer: stdioEntry() } }));
+    expect(await value(harness, "mcp.refresh()['configuration_error'] is None")).toBe(true);
+    expect(await value(harness, "mcp.servers()")).toEqual(["peer"]);
+  });
+
+  test("${VAR} placeholders come from the server's environment and are never echoed", async () => {
+    const harness = await withRegistry(
+      { peer: stdioEntry({ PEER_SECRET: "${REPL_TEST_SECRET}" }) },
+      { env: { REPL_TEST_SECRET: "s3cr3t" } },
+    );
+    const who = await value(harness, "mcp.call('peer', 'whoami')['structuredContent']");
+    expect(who.PEER_SECRET).toBe("s3cr3t");
+    expect(who.REPL_MCP_NO_BRIDGE).toBe("1");
+    expect(who.cwd).toBe(harness.project);
+    writeFileSync(
+      join(harness.project, ".mcp.json"),
+      JSON.stringify({ mcpServers: { peer: stdioEntry({ PEER_SECRET: "${REPL_TEST_MISSING}" }) } }),
+    );
+    const error = await value(harness, "mcp.refresh()['configuration_error']");
+    expect(error).toBe("Required environment variable is missing; config values are omitted");
+  });
+
+  test("self entries are skipped, disabled entries removed, and the broker can be switched off", async () => {
+    const harness = await withRegistry({
+      me: { command: "/usr/local/bin/repl-mcp" },
+      off: stdioEntry({}, { disabled: true }),
+      peer: stdioEntry(),
+    });
+    expect(await value(harness, "mcp.servers()")).toEqual(["peer"]);
+    expect(await value(harness, "mcp.explain('off')['status']")).toBe("not_granted");
+    expect(await value(harness, "mcp.explain('nobody')['status']")).toBe("server_absent");
+    await harness.close();
+    h = await Harness.start({ args: ["--mcp-scope", "none"] });
+    expect((await h.health()).broker.enabled).toBe(false);
+    expect(await value(h, "mcp.explain('peer')['status']")).toBe("broker_disabled");
+  });
+});
+
+describe("catalogues", () => {
+  test("tool lists are followed across pages; broken pagination and oversize are explicit errors", async () => {
+    const harness = await withRegistry({
+      paged: stdioEntry({ PEER_MODE: "paged" }),
+      loop: stdioEntry({ PEER_MODE: "cursor_loop" }),
+      dup: stdioEntry({ PEER_MODE: "duplicates" }),
+      huge: stdioEntry({ PEER_MODE: "huge_catalogue" }),
+    });
+    expect(await value(harness, "len(mcp.list_tools('paged'))")).toBe(8);
+    const errors = await value(
+      harness,
+      "out = {}\nfor name in ['loop', 'dup', 'huge']:\n    try:\n        mcp.list_tools(name)\n        out[name] = 'listed'\n    except Exception as e:\n        out[name] = str(e)\nout",
+    );
+    expect(errors.loop).toContain("repeated a page cursor");
+    expect(errors.dup).toContain("twice");
+    expect(errors.huge).not.toBe("listed");
+    expect(await value(harness, "mcp.help('paged', 'whoami')['name']")).toBe("whoami");
+  });
+});
+
+describe("cancellation and effects", () => {
+  test("a cancelled slow write never lands; the peer hears the cancel; the journal says outcome_unknown", async () => {
+    const cancels = join("/tmp", `peer-cancels-${crypto.randomUUID()}`);
+    const calls = join("/tmp", `peer-calls-${crypto.randomUUID()}`);
+    const harness = await withRegistry({
+      peer: stdioEntry({ PEER_CANCEL_LOG: cancels, PEER_CALL_LOG: calls }),
+    });
+    const marker = join(harness.dir, "written");
+    await value(harness, "mcp.list_tools('peer')");
+    const started = (
+      await harness.call("python_start", {
+        code: `mcp.call('peer', 'slow_write', arguments={'path': ${JSON.stringify(marker)}, 'seconds': 2})`,
+      })
+    ).structuredContent;
+    await waitFor(() => existsSync(calls) && readFileSync(calls, "utf8").includes("slow_write"), {
+      timeoutMs: 10_000,
+      what: "the call to reach the peer",
+    });
+    await harness.call("python_cancel", { run_id: started.run_id });
+    await waitFor(
+      async () =>
+        "success" in (await harness.call("python_run", { run_id: started.run_id })).structuredContent,
+      {
+        timeoutMs: 5_000,
+        what: "the cancelled run to finish",
+      },
+    );
+    await waitFor(() => existsSync(cancels) && readFileSync(cancels, "utf8").includes("slow_write"), {
+      timeoutMs: 5_000,
+      what: "the peer to receive notifications/cancelled",
+    });
+    await Bun.sleep(2_500);
+    expect(existsSync(marker)).toBe(false);
+    const journal = await value(harness, "[(r['tool'], r['status']) for r in mcp.journal()]");
+    expect(journal).toEqual([["slow_write", "outcome_unknown"]]);
+    expect(await value(harness, "mcp.text(mcp.call('peer', 'echo', text='still alive'))")).toBe(
+      "still alive",
+    );
+  }, 30_000);
+
+  test("many acalls run at once; cancelling one leaves the others and the transport", async () => {
+    const harness = await withRegistry({ peer: stdioEntry() });
+    const result = await value(
+      harness,
+      [
+        "import asyncio",
+        "slow = asyncio.ensure_future(mcp.acall('peer', 'slow_write', arguments={'path': '/nonexistent/x', 'seconds': 5}))",
+        "fast = [mcp.acall('peer', 'echo', text=str(i)) for i in range(10)]",
+        "done = await asyncio.gather(*fast)",
+        "slow.cancel()",
+        "try:\n    await slow\nexcept asyncio.CancelledError:\n    pass",
+        "[[mcp.text(r) for r in done], mcp.text(await mcp.acall('peer', 'echo', text='after'))]",
+      ].join("\n"),
+    );
+    expect(result).toEqual([["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"], "after"]);
+  });
+
+  test("a result over the delivery budget is a known outcome, journaled completed, not retried", async () => {
+    const log = join("/tmp", `peer-calls-${crypto.randomUUID()}`);
+    const harness = await withRegistry({ peer: stdioEntry({ PEER_CALL_LOG: log }) });
+    const error = await value(
+      harness,
+      "try:\n    mcp.call('peer', 'big', arguments={'bytes': 950000})\nexcept Exception as e:\n    out = str(e)\nout",
+    );
+    expect(error).toContain("MCP returned a known outcome for call");
+    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed"]);
+    expect(readFileSync(log, "utf8").trim().split("\n")).toHaveLength(1);
+  });
+
+  test("server SIGKILL while a peer is stuck in native code: the peer is gone within 5 s", async () => {
+    const harness = await withRegistry({ peer: stdioEntry() });
+    await harness.call("python_start", {
+      code: "mcp.call('peer', 'block_native', arguments={'seconds': 60})",
+    });
+    await waitFor(() => harness.children().length >= 4, { timeoutMs: 10_000, what: "the peer to start" });
+    const children = harness.children();
+    process.kill(harness.serverPid, "SIGKILL");
+    await waitFor(() => children.every((pid) => !taggedPids(harness.tag).includes(pid)), {
+      timeoutMs: 5_000,
+      what: "worker and peer to die",
+    });
+  }, 30_000);
+});
+
+describe("HTTP peers and a third-party server", () => {
+  test("bearer token from ${VAR}; a JSON-RPC error is reported once and the transport is kept", async () => {
+    const peer = Bun.spawn([process.execPath, HTTP_PEER, "0"], {
+      env: { ...process.env, PEER_TOKEN: "tok-123" },
+      stdout: "pipe",
+      stderr: "ignore",
+    });
+    try {
+      const reader = peer.stdout.getReader();
+      const first = new TextDecoder().decode((await reader.read()).value);
+      const port = JSON.parse(first.split("\n")[0] as string).port;
+      const harness = await withRegistry(
+        {
+          web: {
+            type: "http",
+            url: `http://127.0.0.1:${port}/mcp`,
+            headers: { Authorization: "Bearer ${WEB_TOKEN}" },
+          },
+        },
+        { env: { WEB_TOKEN: "tok-123" } },
+      );
+      expect(await value(harness, "mcp.text(mcp.call('web', 'echo', text='over http'))")).toBe("over http");
+      const flaky = await value(
+        harness,
+        "try:\n    mcp.call('web', 'flaky')\nexcept Exception as e:\n    out = str(e)\nout",
+      );
+      expect(flaky).toStartWith("MCP transport or protocol error");
+      expect(await value(harness, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
+      expect((await value(harness, "mcp.call('web', 'count')['structuredContent']")).initialize).toBe(1);
+    } finally {
+      peer.kill();
+      await peer.exited;
+    }
+  });
+
+  test("brokers a real third-party server (server-memory from npm)", async () => {
+    const harness = await withRegistry({
+      memory: {
+        command: "node",
+        args: [MEMORY_SERVER],
+        env: { MEMORY_FILE_PATH: "/tmp/repl-mcp-memory-test.json" },
+      },
+    });
+    const names = await value(harness, "sorted(t['name'] for t in mcp.list_tools('memory'))");
+    expect(names).toContain("create_entities");
+    const graph = await value(
+      harness,
+      [
+        "mcp.call('memory', 'create_entities', arguments={'entities': [{'name': 'repl', 'entityType': 'tool', 'observations': ['works']}]})",
+        "r = mcp.call('memory', 'read_graph')",
+        "[e['name'] for e in (r.get('structuredContent') or __import__('json').loads(mcp.text(r)))['entities']]",
+      ].join("\n"),
+    );
+    expect(graph).toContain("repl");
+  });
+});
+
+describe("per-project brokers", () => {
+  test("a session on another project uses that project's registry", async () => {
+    const harness = await withRegistry({ peer: stdioEntry() });
+    const other = join(harness.dir, "other");
+    mkdirSync(other);
+    writeFileSync(join(other, ".mcp.json"), JSON.stringify({ mcpServers: { elsewhere: stdioEntry() } }));
+    const opened = (await harness.call("python_session_open", { name: "other", project: other }))
+      .structuredContent;
+    expect(await value(harness, "mcp.servers()", { session_id: opened.session_id })).toEqual(["elsewhere"]);
+    expect(await value(harness, "mcp.servers()")).toEqual(["peer"]);
+  });
+});
