@@ -21,7 +21,12 @@ export function output(argv: string[], env: Record<string, string>, cwd?: string
 }
 
 /** The flags release/build.ts compiles the product with; the reference gets exactly the same. */
-export const COMPILE_FLAGS = ["--compile", "--no-compile-autoload-dotenv", "--no-compile-autoload-bunfig"];
+export const COMPILE_FLAGS = [
+  "--compile",
+  "--no-compile-autoload-dotenv",
+  "--no-compile-autoload-bunfig",
+  "--splitting",
+];
 
 /** Compiles `entry` into a standalone binary with this Bun; run from the checkout so the SDK resolves. */
 export function compileBinary(entry: string, outfile: string, root: string): void {

@@ -9,6 +9,24 @@ import json
 import sys
 
 
+class BoundedOutput:
+    """Keeps the first 50,000 characters a cell prints and drops the rest, as a bounded REPL must."""
+
+    def __init__(self) -> None:
+        self.kept = []
+        self.room = 50_000
+
+    def write(self, text: str) -> int:
+        if self.room > 0:
+            piece = text[: self.room]
+            self.kept.append(piece)
+            self.room -= len(piece)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 def main() -> None:
     namespace = {"__name__": "__main__"}
     out = sys.stdout
@@ -17,6 +35,7 @@ def main() -> None:
         reply = {"id": request["id"]}
         try:
             source = request["code"]
+            sys.stdout = BoundedOutput()
             try:
                 compiled = compile(source, "<cell>", "eval")
             except SyntaxError:
@@ -26,6 +45,8 @@ def main() -> None:
                 reply["value"] = repr(eval(compiled, namespace))
         except BaseException as error:  # noqa: BLE001 - a REPL reports every failure
             reply["error"] = f"{type(error).__name__}: {error}"
+        finally:
+            sys.stdout = out
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

@@ -1,0 +1,38 @@
+// Keeps the layering of ../shared/design.md true: each third-party library has one home, and lower
+// layers never import upper ones.
+import { expect, test } from "bun:test";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative, resolve } from "node:path";
+
+const SRC = resolve(import.meta.dir, "../../src");
+
+function files(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? files(path) : path.endsWith(".ts") ? [path] : [];
+  });
+}
+
+const sources = files(SRC).map((path) => ({ path: relative(SRC, path), text: readFileSync(path, "utf8") }));
+
+function offenders(pattern: RegExp, allowed: (path: string) => boolean): string[] {
+  return sources.filter(({ path, text }) => pattern.test(text) && !allowed(path)).map(({ path }) => path);
+}
+
+test("each third-party library is imported in one place", () => {
+  expect(offenders(/Bun\.spawn/, (p) => p.startsWith("guardian/"))).toEqual([]);
+  expect(offenders(/from "citty"/, (p) => p.startsWith("cli/"))).toEqual([]);
+  expect(offenders(/from "consola/, (p) => p === "log.ts")).toEqual([]);
+  expect(
+    offenders(/@modelcontextprotocol\/sdk\/(client|validation)/, (p) => p.startsWith("broker/")),
+  ).toEqual([]);
+  expect(offenders(/@modelcontextprotocol\/sdk\/server/, (p) => p.startsWith("server/"))).toEqual([]);
+});
+
+test("lower layers never import upper ones", () => {
+  const upper = /from "\.\.\/(server|sessions|broker|cli)\//;
+  for (const layer of ["wire/", "guardian/", "worker/", "text/", "fs/"]) {
+    expect(offenders(upper, (p) => !p.startsWith(layer))).toEqual([]);
+  }
+  expect(offenders(/from "\.\.\/(server|sessions)\//, (p) => !p.startsWith("broker/"))).toEqual([]);
+});
