@@ -172,6 +172,67 @@ describe("registry and grants", () => {
   });
 });
 
+describe("transports", () => {
+  test("entries that differ only in policy share one peer process", async () => {
+    const harness = await withRegistry({
+      wide: stdioEntry(),
+      narrow: stdioEntry({}, { allowedTools: ["whoami"] }),
+    });
+    const pids = await value(
+      harness,
+      "[mcp.call(name, 'whoami')['structuredContent']['pid'] for name in ['wide', 'narrow']]",
+    );
+    expect(pids[0]).toBe(pids[1]);
+    expect((await harness.health()).broker.connected_transports).toBe(1);
+  });
+
+  test("a failed connect is remembered, explained, and retried after refresh", async () => {
+    const harness = await withRegistry({ broken: { command: "/nonexistent/peer-binary" } });
+    const first = await value(
+      harness,
+      "try:\n    mcp.call('broken', 'x')\nexcept Exception as e:\n    out = str(e)\nout",
+    );
+    expect(first).toStartWith("MCP connection failed");
+    const second = await value(
+      harness,
+      "try:\n    mcp.call('broken', 'x')\nexcept Exception as e:\n    out = str(e)\nout",
+    );
+    expect(second).toStartWith("MCP connection recently failed");
+    expect(await value(harness, "mcp.explain('broken')['status']")).toBe("disconnected");
+    await value(harness, "mcp.refresh()");
+    const third = await value(
+      harness,
+      "try:\n    mcp.call('broken', 'x')\nexcept Exception as e:\n    out = str(e)\nout",
+    );
+    expect(third).toStartWith("MCP connection failed");
+  });
+
+  test("a FIFO in place of the registry is refused without blocking", async () => {
+    h = await Harness.start({
+      beforeStart: (project) => {
+        Bun.spawnSync(["mkfifo", join(project, ".mcp.json")]);
+      },
+    });
+    const health = await h.health();
+    expect(health.broker.configuration_error).toBe(
+      "MCP registry must be a regular file; FIFOs and devices are unsupported",
+    );
+    expect(await value(h, "1 + 1")).toBe(2);
+  });
+
+  test("calls from a thread of their own are refused; asyncio.to_thread is allowed", async () => {
+    const harness = await withRegistry({ peer: stdioEntry() });
+    const fromThread = await value(
+      harness,
+      "import threading\nout = []\ndef go():\n    try:\n        mcp.servers()\n    except RuntimeError as e:\n        out.append(str(e))\nt = threading.Thread(target=go)\nt.start()\nt.join()\nout",
+    );
+    expect(fromThread).toEqual([
+      "MCP calls must belong to their originating active cell; use mcp.acall for concurrency",
+    ]);
+    expect(await value(harness, "import asyncio\nawait asyncio.to_thread(mcp.servers)")).toEqual(["peer"]);
+  });
+});
+
 describe("catalogues", () => {
   test("tool lists are followed across pages; broken pagination and oversize are explicit errors", async () => {
     const harness = await withRegistry({

@@ -180,6 +180,20 @@ describe("crashes, timeouts and reset", () => {
     expect(existsSync(marker)).toBe(false);
   });
 
+  test("a line on the frame pipe that is not JSON, or is over 1 MiB, means the worker is broken", async () => {
+    for (const payload of ["b'not json\\n'", "b'x' * 1_100_000"]) {
+      await h.run("kept = 1");
+      const broken = await h.run(
+        `import os, sys\nos.write(sys.modules['__main__'].PROTOCOL_FD, ${payload})\nimport time\ntime.sleep(5)`,
+      );
+      expect(broken.error).toBe("Python worker crashed; variables cleared");
+      expect(broken.state).toBe("cleared");
+      const after = await h.run("'kept' in globals()");
+      expect(after.value).toBe(false);
+      expect(after.state_reset).toBe(true);
+    }
+  });
+
   test("a cell that needs more than the code limit is refused", async () => {
     const big = await h.call("execute_python", { code: `# ${"é".repeat(140_000)}` });
     expect(big.isError).toBe(true);
