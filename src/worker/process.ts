@@ -103,10 +103,15 @@ export class WorkerProcess {
     return this.closeReason === undefined;
   }
 
-  /** Queues one frame. Rejects if the queue is full or the worker is gone. */
+  /** Queues one frame. Rejects if it does not fit, the queue stays full, or the worker is gone. */
   send(frame: unknown): Promise<void> {
+    return this.sendEncoded(encodeFrame(frame, FRAME_MAX_BYTES));
+  }
+
+  /** Queues a frame already encoded (with its newline) within the frame limit. */
+  sendEncoded(bytes: Uint8Array): Promise<void> {
     if (!this.alive) return Promise.reject(new ReplError("WORKER_GONE", "Python worker is not running"));
-    return this.writer.push(encodeFrame(frame, FRAME_MAX_BYTES));
+    return this.writer.push(bytes);
   }
 
   /** SIGKILL to every detached group the worker reported (they are outside the worker's own group). */

@@ -70,13 +70,14 @@ export class RpcDesk {
 
   private answer(id: string, result: unknown, error: string | null): void {
     if (!this.worker.alive) return;
-    let frame = { type: "rpc_result", id, result, error };
+    let bytes: Uint8Array;
     try {
-      encodeFrame(frame, FRAME_MAX_BYTES);
+      bytes = encodeFrame({ type: "rpc_result", id, result, error }, FRAME_MAX_BYTES);
     } catch (failure) {
       if (!(failure instanceof FrameTooLargeError)) throw failure;
-      frame = { type: "rpc_result", id, result: null, error: OVERSIZED };
+      bytes = encodeFrame({ type: "rpc_result", id, result: null, error: OVERSIZED }, FRAME_MAX_BYTES);
     }
-    this.worker.send(frame).catch(() => {});
+    // A worker that stopped reading is killed by the writer; there is nobody left to tell.
+    this.worker.sendEncoded(bytes).catch(() => {});
   }
 }
