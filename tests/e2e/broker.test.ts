@@ -40,6 +40,14 @@ async function withRegistry(
   return h;
 }
 
+/** The message of the exception a Python expression raises (the cell itself must succeed). */
+async function errorOf(harness: Harness, expression: string) {
+  return value(
+    harness,
+    `try:\n    ${expression}\n    out = None\nexcept Exception as e:\n    out = str(e)\nout`,
+  );
+}
+
 /** Runs a cell and returns its value, failing the test with the cell's error if it failed. */
 async function value(harness: Harness, code: string, args: Record<string, unknown> = {}) {
   const result = await harness.run(code, args);
@@ -98,18 +106,12 @@ describe("registry and grants", () => {
     const harness = await withRegistry({
       limited: stdioEntry({ PEER_CALL_LOG: log }, { allowedTools: ["echo"] }),
     });
-    const denied = await value(
-      harness,
-      "try:\n    mcp.call('limited', 'fail')\nexcept Exception as e:\n    out = str(e)\nout",
-    );
+    const denied = await errorOf(harness, "mcp.call('limited', 'fail')");
     expect(denied).toStartWith("Tool denied by broker allowedTools policy");
     expect(harness.children().length).toBe(2);
     const names = await value(harness, "[t['name'] for t in mcp.list_tools('limited')]");
     expect(names).toEqual(["echo"]);
-    const invalid = await value(
-      harness,
-      "try:\n    mcp.call('limited', 'echo', arguments={'text': 1})\nexcept Exception as e:\n    out = str(e)\nout",
-    );
+    const invalid = await errorOf(harness, "mcp.call('limited', 'echo', arguments={'text': 1})");
     expect(invalid).toStartWith("MCP arguments violate inputSchema");
     const badTimeout = await value(
       harness,
@@ -128,10 +130,7 @@ describe("registry and grants", () => {
     expect(health.broker.configuration_error).toContain('unknown field "bogusField"');
     expect(JSON.stringify(health)).not.toContain("secret-value-123");
     expect(await value(harness, "1 + 1")).toBe(2);
-    const refused = await value(
-      harness,
-      "try:\n    mcp.servers()\nexcept Exception as e:\n    out = str(e)\nout",
-    );
+    const refused = await errorOf(harness, "mcp.servers()");
     expect(refused).toStartWith("MCP configuration error:");
     expect(await value(harness, "mcp.explain('peer')['status']")).toBe("config_invalid");
     writeFileSync(join(harness.project, ".mcp.json"), JSON.stringify({ mcpServers: { peer: stdioEntry() } }));
@@ -188,22 +187,13 @@ describe("transports", () => {
 
   test("a failed connect is remembered, explained, and retried after refresh", async () => {
     const harness = await withRegistry({ broken: { command: "/nonexistent/peer-binary" } });
-    const first = await value(
-      harness,
-      "try:\n    mcp.call('broken', 'x')\nexcept Exception as e:\n    out = str(e)\nout",
-    );
+    const first = await errorOf(harness, "mcp.call('broken', 'x')");
     expect(first).toStartWith("MCP connection failed");
-    const second = await value(
-      harness,
-      "try:\n    mcp.call('broken', 'x')\nexcept Exception as e:\n    out = str(e)\nout",
-    );
+    const second = await errorOf(harness, "mcp.call('broken', 'x')");
     expect(second).toStartWith("MCP connection recently failed");
     expect(await value(harness, "mcp.explain('broken')['status']")).toBe("disconnected");
     await value(harness, "mcp.refresh()");
-    const third = await value(
-      harness,
-      "try:\n    mcp.call('broken', 'x')\nexcept Exception as e:\n    out = str(e)\nout",
-    );
+    const third = await errorOf(harness, "mcp.call('broken', 'x')");
     expect(third).toStartWith("MCP connection failed");
   });
 
@@ -313,10 +303,7 @@ describe("cancellation and effects", () => {
   test("a result over the delivery budget is a known outcome, journaled completed, not retried", async () => {
     const log = join("/tmp", `peer-calls-${crypto.randomUUID()}`);
     const harness = await withRegistry({ peer: stdioEntry({ PEER_CALL_LOG: log }) });
-    const error = await value(
-      harness,
-      "try:\n    mcp.call('peer', 'big', arguments={'bytes': 950000})\nexcept Exception as e:\n    out = str(e)\nout",
-    );
+    const error = await errorOf(harness, "mcp.call('peer', 'big', arguments={'bytes': 950000})");
     expect(error).toContain("MCP returned a known outcome for call");
     expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed"]);
     expect(readFileSync(log, "utf8").trim().split("\n")).toHaveLength(1);
@@ -359,10 +346,7 @@ describe("HTTP peers and a third-party server", () => {
         { env: { WEB_TOKEN: "tok-123" } },
       );
       expect(await value(harness, "mcp.text(mcp.call('web', 'echo', text='over http'))")).toBe("over http");
-      const flaky = await value(
-        harness,
-        "try:\n    mcp.call('web', 'flaky')\nexcept Exception as e:\n    out = str(e)\nout",
-      );
+      const flaky = await errorOf(harness, "mcp.call('web', 'flaky')");
       expect(flaky).toStartWith("MCP transport or protocol error");
       expect(await value(harness, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
       expect((await value(harness, "mcp.call('web', 'count')['structuredContent']")).initialize).toBe(1);
