@@ -91,6 +91,24 @@ describe("registry and grants", () => {
       "try:\n    mcp.call('peer', 'fail')\nexcept Exception as e:\n    out = [type(e).__name__, str(e), e.result['isError']]\nout",
     );
     expect(failed).toEqual(["ToolError", "MCP tool failed: it failed on purpose", true]);
+    const journal = await value(harness, "[(r['tool'], r['status'], sorted(r)) for r in mcp.journal()]");
+    expect(journal.map((row: unknown[]) => row.slice(0, 2))).toEqual([
+      ["echo", "completed"],
+      ["two_blocks", "completed"],
+      ["fail", "tool_error"],
+    ]);
+    // Metadata only: no arguments, no results.
+    expect(journal[0][2]).toEqual([
+      "finished_ms",
+      "id",
+      "project",
+      "run_id",
+      "server",
+      "session_id",
+      "started_ms",
+      "status",
+      "tool",
+    ]);
     expect(await value(harness, "r = mcp.call('peer', 'echo', text='kw')\nawait r\nmcp.text(await r)")).toBe(
       "kw",
     );
@@ -183,6 +201,9 @@ describe("transports", () => {
     );
     expect(pids[0]).toBe(pids[1]);
     expect((await harness.health()).broker.connected_transports).toBe(1);
+    expect(await value(harness, "mcp.explain('wide', 'whoami')['status']")).toBe("ready");
+    expect(await value(harness, "mcp.explain('narrow', 'echo')['status']")).toBe("not_granted");
+    expect(await value(harness, "mcp.explain('wide', 'nope')['status']")).toBe("tool_missing");
   });
 
   test("a failed connect is remembered, explained, and retried after refresh", async () => {
@@ -388,5 +409,15 @@ describe("per-project brokers", () => {
       .structuredContent;
     expect(await value(harness, "mcp.servers()", { session_id: opened.session_id })).toEqual(["elsewhere"]);
     expect(await value(harness, "mcp.servers()")).toEqual(["peer"]);
+    // The last session of a project closing shuts its broker, and with it the project's peers.
+    const peerPid = await value(harness, "mcp.call('elsewhere', 'whoami')['structuredContent']['pid']", {
+      session_id: opened.session_id,
+    });
+    expect(harness.children()).toContain(peerPid);
+    await harness.call("python_session_close", { session_id: opened.session_id });
+    await waitFor(() => !harness.children().includes(peerPid), {
+      timeoutMs: 5_000,
+      what: "the peer to stop",
+    });
   });
 });

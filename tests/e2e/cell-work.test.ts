@@ -61,6 +61,26 @@ describe("no late effects after a cell or a cancel", () => {
     expect(after.state_reset).toBe(true);
   });
 
+  test("a task that refuses cancellation clears the state", async () => {
+    await h.run("kept = 1");
+    const result = await h.run(
+      "import asyncio\nasync def stubborn():\n    while True:\n        try:\n            await asyncio.sleep(10)\n        except asyncio.CancelledError:\n            pass\nasyncio.ensure_future(stubborn())\nawait asyncio.sleep(0)",
+    );
+    expect(result.success).toBe(false);
+    expect(result.state).toBe("cleared");
+    expect(result.error).toBe("Background tasks refused cancellation; worker stopped and variables cleared");
+    expect((await h.run("'kept' in globals()")).value).toBe(false);
+  });
+
+  test("executor work still running when the cell ends clears the state", async () => {
+    const result = await h.run(
+      "import asyncio, time\nasyncio.get_event_loop().run_in_executor(None, time.sleep, 3)\n'left running'",
+    );
+    expect(result.success).toBe(false);
+    expect(result.state).toBe("cleared");
+    expect(result.error).toContain("Join threads before the cell ends");
+  });
+
   test("asyncio.to_thread that finishes inside the cell is fine", async () => {
     expect(await value("import asyncio\nawait asyncio.to_thread(sum, [1, 2, 3])")).toBe(6);
     expect(await value("1")).toBe(1);
