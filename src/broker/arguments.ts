@@ -67,7 +67,9 @@ function schemaWithinBounds(schema: unknown): boolean {
 }
 
 let validator: Promise<AjvJsonSchemaValidator> | undefined;
-const compiled = new WeakMap<object, (input: unknown) => boolean>();
+/** Compiled checks by schema text: catalogues are re-fetched, so the same schema returns as a new object. */
+const compiled = new Map<string, (input: unknown) => boolean>();
+const COMPILED_MAX = 256;
 
 /** Loaded on first use: the validator compiles a large library the server does not otherwise need. */
 export async function validateAgainstSchema(schema: unknown, args: Record<string, unknown>): Promise<void> {
@@ -78,8 +80,14 @@ export async function validateAgainstSchema(schema: unknown, args: Record<string
       "MCP tool inputSchema exceeds the broker's validation bounds; the call was not sent",
     );
   }
-  let check = compiled.get(schema);
+  const key = JSON.stringify(schema);
+  let check = compiled.get(key);
   if (!check) {
+    if (compiled.size >= COMPILED_MAX) {
+      // The validator keeps every schema it compiled; starting a new one is how its memory is released.
+      compiled.clear();
+      validator = undefined;
+    }
     // One shared import: concurrent first calls must not each start loading the module.
     validator ??= import("@modelcontextprotocol/sdk/validation/ajv-provider.js").then(
       ({ AjvJsonSchemaValidator }) => new AjvJsonSchemaValidator(),
@@ -92,7 +100,7 @@ export async function validateAgainstSchema(schema: unknown, args: Record<string
       throw new ReplError("SCHEMA_INVALID", "MCP tool inputSchema cannot be compiled; the call was not sent");
     }
     check = (input) => validate(input).valid;
-    compiled.set(schema, check);
+    compiled.set(key, check);
   }
   if (!check(args)) {
     throw new ReplError(

@@ -58,7 +58,7 @@ export class Broker {
     const deadline = this.deadline(timeoutSeconds);
     const entry = this.entry(server);
     const connection = await this.pool.get(entry, deadline, signal);
-    return this.catalogues.load(connection, entry, deadline, signal);
+    return this.catalogue(connection, entry, deadline, signal);
   }
 
   async call(
@@ -82,7 +82,7 @@ export class Broker {
       const connection = await this.pool.get(entry, deadline, signal);
       connection.inUse++;
       try {
-        const tools = await this.catalogues.load(connection, entry, deadline, signal);
+        const tools = await this.catalogue(connection, entry, deadline, signal);
         const definition = tools.find((candidate) => candidate.name === tool);
         if (!definition) throw new ReplError("MCP_TOOL", UNKNOWN_TOOL);
         await validateAgainstSchema(definition.inputSchema, argumentsObject);
@@ -185,6 +185,28 @@ export class Broker {
       );
     }
     return result;
+  }
+
+  /** The catalogue, with peer-supplied error text (it may echo credentials) replaced by our own. */
+  private async catalogue(
+    connection: Parameters<Catalogues["load"]>[0],
+    entry: ServerEntry,
+    deadline: number,
+    signal?: AbortSignal,
+  ): Promise<Tool[]> {
+    try {
+      return await this.catalogues.load(connection, entry, deadline, signal);
+    } catch (error) {
+      if (error instanceof ReplError) throw error;
+      if (signal?.aborted) throw new ReplError("MCP_CANCELLED", "MCP tool listing cancelled");
+      if ((error as { code?: number }).code === -32001) {
+        throw new ReplError("MCP_DEADLINE", "MCP deadline exceeded while listing tools");
+      }
+      throw new ReplError(
+        "MCP_TRANSPORT",
+        "MCP transport or protocol error while listing tools; peer details are omitted",
+      );
+    }
   }
 
   private deadline(timeoutSeconds: number): number {

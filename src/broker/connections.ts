@@ -74,12 +74,15 @@ export class ConnectionPool {
         "MCP connection recently failed; verify configuration then mcp.refresh() to retry",
       );
     }
+    // One attempt per transport, with its own deadline and no caller's signal: a caller that gives up
+    // (or is cancelled) must not fail the attempt another session is waiting on.
     let connecting = this.pending.get(key);
     if (!connecting) {
-      connecting = this.connect(key, entry, deadline, signal).finally(() => this.pending.delete(key));
+      connecting = this.connect(key, entry).finally(() => this.pending.delete(key));
+      connecting.catch(() => {});
       this.pending.set(key, connecting);
     }
-    return connecting;
+    return waitAsCaller(connecting, deadline, signal);
   }
 
   /** Forgets failures (refresh) and closes transports no entry uses any more. */
@@ -96,12 +99,7 @@ export class ConnectionPool {
     await Promise.all(all.map((connection) => connection.close()));
   }
 
-  private async connect(
-    key: string,
-    entry: ServerEntry,
-    deadline: number,
-    signal?: AbortSignal,
-  ): Promise<Connection> {
+  private async connect(key: string, entry: ServerEntry): Promise<Connection> {
     const spec = entry.transport;
     if (spec.type === "http" && spec.oauth) {
       const grant = spec.oauth.grantType ?? "authorization_code";
@@ -125,10 +123,19 @@ export class ConnectionPool {
         : import("./http-transport.ts").then(({ httpTransport }) => httpTransport(spec)),
     ]);
     const client = new Client({ name: `${NAME}-broker`, version: VERSION }, { capabilities: {} });
-    const timeout = Math.max(1, Math.min(deadline - Date.now(), BROKER_CONNECT_MAX_MS));
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      await client.connect(transport, { timeout, signal });
+      // The SDK's timeout covers initialize only; starting the transport is bounded here too.
+      const handshake = client.connect(transport, { timeout: BROKER_CONNECT_MAX_MS });
+      handshake.catch(() => {}); // if the timer wins, its late failure has nobody to tell
+      await Promise.race([
+        handshake,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error("connect timed out")), BROKER_CONNECT_MAX_MS);
+        }),
+      ]);
     } catch (error) {
+      clearTimeout(timer);
       await transport.close().catch(() => {});
       const message = (error as Error).message ?? "";
       const kind: FailureKind = /timed out|timeout/i.test(message)
@@ -136,7 +143,7 @@ export class ConnectionPool {
         : /401|authenticat|credential/i.test(message)
           ? "credentials_missing"
           : "disconnected";
-      if (!signal?.aborted) this.failures.set(key, { at: Date.now(), kind });
+      this.failures.set(key, { at: Date.now(), kind });
       throw new ReplError(
         "MCP_CONNECT",
         kind === "connection_timeout"
@@ -146,6 +153,7 @@ export class ConnectionPool {
             : "MCP connection failed; check the server command or URL, then mcp.refresh()",
       );
     }
+    clearTimeout(timer);
     const connection = new Connection(key, client, transport);
     client.onclose = () => {
       connection.closed = true;
@@ -166,4 +174,37 @@ export class ConnectionPool {
       await idle.close();
     }
   }
+}
+
+/** Waits for a shared attempt within one caller's own deadline and cancellation. */
+function waitAsCaller<T>(attempt: Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const finish = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    const onAbort = () => {
+      finish();
+      reject(new ReplError("MCP_CANCELLED", "MCP call cancelled while connecting; nothing was sent"));
+    };
+    const timer = setTimeout(
+      () => {
+        finish();
+        reject(new ReplError("MCP_DEADLINE", "MCP deadline exceeded while connecting; nothing was sent"));
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    attempt.then(
+      (value) => {
+        finish();
+        resolve(value);
+      },
+      (error) => {
+        finish();
+        reject(error);
+      },
+    );
+  });
 }

@@ -106,9 +106,32 @@ export class GuardedProcess {
   private sendControl(message: unknown): void {
     if (this.controlFd === undefined) return;
     try {
-      writeSync(this.controlFd, `${JSON.stringify(message)}\n`);
+      writeAllSync(this.controlFd, Buffer.from(`${JSON.stringify(message)}\n`), CONTROL_WRITE_TIMEOUT_MS);
     } catch (error) {
+      // A guardian that cannot be told what to do is useless: end it (and anything it started).
       log.debug("guardian control write failed", error);
+      this.signal("SIGKILL");
+      this.closeControl();
+    }
+  }
+}
+
+const CONTROL_WRITE_TIMEOUT_MS = 5_000;
+const pause = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Writes every byte to a socket Bun opened non-blocking: a spec with a large environment does not fit
+ * the socket buffer at once, and a half-written line would leave the guardian waiting for ever.
+ */
+function writeAllSync(fd: number, bytes: Buffer, timeoutMs: number): void {
+  const deadline = Date.now() + timeoutMs;
+  let offset = 0;
+  while (offset < bytes.length) {
+    try {
+      offset += writeSync(fd, bytes, offset, bytes.length - offset);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EAGAIN" || Date.now() > deadline) throw error;
+      Atomics.wait(pause, 0, 0, 1); // the guardian is reading; give it a millisecond
     }
   }
 }

@@ -30,12 +30,25 @@ export class NativeStderr {
   private waiter: { id: string; resolve: () => void } | undefined;
   private ended = false;
 
+  private reader: { cancel(): Promise<void> } | undefined;
+
   async drain(stream: ReadableStream<Uint8Array>): Promise<void> {
+    const reader = stream.getReader();
+    this.reader = reader;
     try {
-      for await (const chunk of stream) this.push(chunk);
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        this.push(value);
+      }
     } catch {}
     this.ended = true;
     this.waiter?.resolve();
+  }
+
+  /** Stops reading (the pipe may be held open by a process that is not ours to wait for). */
+  stop(): void {
+    void this.reader?.cancel().catch(() => {});
   }
 
   /** Starts a new run's capture. */

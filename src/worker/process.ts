@@ -6,6 +6,7 @@ import { GuardedProcess } from "../guardian/spawn.ts";
 import {
   FRAME_MAX_BYTES,
   FRAME_WRITE_TIMEOUT_MS,
+  STDERR_DRAIN_BARRIER_MS,
   WORKER_EXIT_WAIT_MS,
   WORKER_READY_TIMEOUT_MS,
 } from "../limits.ts";
@@ -62,7 +63,15 @@ export class WorkerProcess {
     this.closed = (async () => {
       await frames;
       await guardianGone;
-      await stderrDone;
+      // A grandchild that escaped the group (setsid, a daemon) may hold the stderr pipe open for
+      // ever: what it writes after the worker is gone is no longer ours to wait for.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        stderrDone,
+        new Promise((resolve) => (timer = setTimeout(resolve, STDERR_DRAIN_BARRIER_MS))),
+      ]);
+      clearTimeout(timer);
+      this.stderr.stop();
       return this.closeReason ?? "exited";
     })();
   }

@@ -1,7 +1,7 @@
 // One session's worker supervisor: it owns the persistent worker's lifecycle, the generation counter,
 // the single execution slot, deadlines (SIGINT, grace, kill), the RSS budget, the run history, and turns
 // whatever happened into an execution result. Lower layers report through return values and callbacks.
-import { describe } from "../errors.ts";
+import { describe, ReplError } from "../errors.ts";
 import {
   BUSY_WAIT_WHILE_CANCELLING_MS,
   CODE_MAX_BYTES,
@@ -212,6 +212,11 @@ export class Supervisor {
     this.python = undefined;
     this.generation++;
     const worker = await WorkerProcess.start(this.launchSpec());
+    if (this.closed) {
+      // The session was closed while its worker was starting: that worker must not outlive it.
+      await worker.stop();
+      throw new ReplError("SESSION_CLOSED", Messages.closed);
+    }
     this.worker = worker;
     this.python = worker.ready;
     this.lost = false;

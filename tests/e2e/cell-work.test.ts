@@ -152,6 +152,18 @@ describe("child processes", () => {
     await waitFor(() => !pidAlive(pid), { timeoutMs: 5_000, what: "the detached child to die" });
   });
 
+  test("a grandchild that escaped with setsid and keeps stderr open does not hold up a reset", async () => {
+    const escaped = await value("import subprocess\nsubprocess.Popen(['setsid', 'sleep', '25']).pid");
+    try {
+      const began = performance.now();
+      const reset = await h.run("'fresh'", { reset: true });
+      expect(reset.value).toBe("fresh");
+      expect(performance.now() - began).toBeLessThan(8_000);
+    } finally {
+      process.kill(escaped, "SIGKILL");
+    }
+  });
+
   test("multiprocessing with the spawn context works", async () => {
     const result = await value(
       "import multiprocessing as mp\nwith mp.get_context('spawn').Pool(2) as pool:\n    out = pool.map(abs, [-1, -2, -3])\nout",

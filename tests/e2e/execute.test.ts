@@ -194,6 +194,21 @@ describe("crashes, timeouts and reset", () => {
     }
   });
 
+  test("a large environment reaches the worker whole (the guardian spec is written completely)", async () => {
+    await h.close();
+    // 300 KB in all: more than a socket buffer holds, each variable under the OS's 128 KiB limit.
+    const big = {
+      REPL_BIG_A: "a".repeat(100_000),
+      REPL_BIG_B: "b".repeat(100_000),
+      REPL_BIG_C: "c".repeat(100_000),
+    };
+    h = await Harness.start({ env: big });
+    const sizes = await h.run(
+      "import os\n[len(os.environ[name]) for name in ('REPL_BIG_A', 'REPL_BIG_B', 'REPL_BIG_C')]",
+    );
+    expect(sizes.value).toEqual([100_000, 100_000, 100_000]);
+  });
+
   test("a cell that needs more than the code limit is refused", async () => {
     const big = await h.call("execute_python", { code: `# ${"é".repeat(140_000)}` });
     expect(big.isError).toBe(true);
