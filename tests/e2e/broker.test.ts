@@ -377,6 +377,38 @@ describe("HTTP peers and a third-party server", () => {
     }
   });
 
+  test("a peer's error body (which may echo credentials) never reaches the cell", async () => {
+    const peer = Bun.spawn([process.execPath, HTTP_PEER, "0"], {
+      env: { ...process.env, PEER_TOKEN: "leak-me-123", PEER_LEAKY_ERRORS: "1" },
+      stdout: "pipe",
+      stderr: "ignore",
+    });
+    try {
+      const reader = peer.stdout.getReader();
+      const port = JSON.parse(
+        new TextDecoder().decode((await reader.read()).value).split("\n")[0] as string,
+      ).port;
+      const harness = await withRegistry(
+        {
+          web: {
+            type: "http",
+            url: `http://127.0.0.1:${port}/mcp`,
+            headers: { Authorization: "Bearer ${WEB_TOKEN}" },
+          },
+        },
+        { env: { WEB_TOKEN: "leak-me-123" } },
+      );
+      const listed = await errorOf(harness, "mcp.list_tools('web')");
+      const called = await errorOf(harness, "mcp.call('web', 'echo', text='x')");
+      expect(listed).toStartWith("MCP transport or protocol error");
+      expect(called).toStartWith("MCP transport or protocol error");
+      expect(listed + called).not.toContain("leak-me-123");
+    } finally {
+      peer.kill();
+      await peer.exited;
+    }
+  });
+
   test("brokers a real third-party server (server-memory from npm)", async () => {
     const harness = await withRegistry({
       memory: {
