@@ -21,6 +21,8 @@ export class ActiveRun {
   private readonly controller = new AbortController();
   /** Settles with the final result; assigned by the supervisor when the run starts. */
   done!: Promise<ExecutionResult>;
+  /** Native stderr captured so far by the worker this run is on (persistent or fresh). */
+  nativeStderr: () => string = () => "";
 
   constructor(readonly task: RunTask) {}
 

@@ -144,11 +144,6 @@ export class Supervisor {
     await this.discardWorker();
   }
 
-  /** Native stderr captured so far for the active run, for live polling. */
-  liveNativeStderr(): string {
-    return this.worker?.stderr.peek() ?? "";
-  }
-
   private async drive(run: ActiveRun, request: RunRequest): Promise<ExecutionResult> {
     const refuse = (error: string, extra: Partial<ExecutionResult> = {}) =>
       this.result(run, { error, ...UNTOUCHED, ...extra });
@@ -272,6 +267,7 @@ export class Supervisor {
       deliver = resolve;
     });
     worker.stderr.reset();
+    run.nativeStderr = () => worker.stderr.peek();
     const desk = new RpcDesk(worker, this.options.bridge);
     worker.onFrame = (frame) => {
       if (frame.type === "output" && frame.id === run.id) run.appendOutput(frame.stream, frame.text);

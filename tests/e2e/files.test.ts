@@ -128,14 +128,17 @@ describe("fresh mode", () => {
   });
 
   test("a fresh run is polled and cancelled like any run", async () => {
-    script("slow.py", "import time\nprint('tick', flush=True)\ntime.sleep(30)\n");
+    script(
+      "slow.py",
+      "import os, time\nos.write(2, b'native-fresh\\n')\nprint('tick', flush=True)\ntime.sleep(30)\n",
+    );
     const pending = h.call("python_execute_file", { session_id: session, path: "slow.py", mode: "fresh" });
     await waitFor(
-      async () => ((await h.call("python_run", {})).structuredContent.stdout ?? "").includes("tick"),
-      {
-        timeoutMs: 10_000,
-        what: "live output of the fresh run",
+      async () => {
+        const live = (await h.call("python_run", {})).structuredContent;
+        return (live.stdout ?? "").includes("tick") && (live.native_stderr ?? "").includes("native-fresh");
       },
+      { timeoutMs: 10_000, what: "live output of the fresh run" },
     );
     await h.call("python_cancel", {});
     const result = (await pending).structuredContent;

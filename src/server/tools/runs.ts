@@ -83,7 +83,7 @@ export const pythonRun = defineTool({
         elapsed_ms: active.elapsedMs(),
         stdout: active.live.stdout,
         stderr: active.live.stderr,
-        native_stderr: supervisor.liveNativeStderr(),
+        native_stderr: active.nativeStderr(),
         output_limit_bytes_per_stream: LIVE_STREAM_MAX_BYTES,
       });
     }
