@@ -76,7 +76,7 @@ async function main(): Promise<void> {
       table(
         ["contender", "median", "repl-mcp / it"],
         [
-          ["repl-mcp execute_python (stdout kept: " + kept + " bytes)", formatMs(flood), ""],
+          [`repl-mcp execute_python (stdout kept: ${kept} bytes)`, formatMs(flood), ""],
           [
             "composed floor, bounded to 50,000 characters",
             formatMs(median(times.floor)),

@@ -356,7 +356,11 @@ export function render(header: Header, results: Results, elapsedMs: number, left
       formatMiB(hundred),
       hundred === undefined ? "n/a" : verdict(hundred / 1024 <= TARGET.hundredCellsMiB),
     ],
-    ["output flood (200 MB cell): bounded, RSS growth ≤ 5 MiB, ≤ 2× floor", "section 5, bench/flood-and-bridge.ts", "—"],
+    [
+      "output flood (200 MB cell): bounded, RSS growth ≤ 5 MiB, ≤ 2× floor",
+      "section 5, bench/flood-and-bridge.ts",
+      "—",
+    ],
     ["mcp.call to a stdio peer ≤ 2× SDK client direct", "section 6, bench/flood-and-bridge.ts", "—"],
   ];
   out.push(section('Targets (design.md, "Performance targets")', table(["target", "measured", ""], rows)));

@@ -121,7 +121,7 @@ describe("fresh mode", () => {
     expect(result.generation).toBe(1);
     const [pid, argv] = [Number.parseInt(result.stdout, 10), result.stdout.slice(result.stdout.indexOf("["))];
     expect(argv.trim()).toBe("['with space']");
-    const after = await h.run("[mine, my_pid != " + pid + "]");
+    const after = await h.run(`[mine, my_pid != ${pid}]`);
     expect(after.value).toEqual(["kept", true]);
     expect(after.generation).toBe(1);
     await waitFor(() => h.children().length === 2, { timeoutMs: 3_000, what: "the fresh worker to be gone" });
