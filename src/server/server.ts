@@ -12,9 +12,12 @@ import type { ServerContext } from "./tools/tool.ts";
 
 const INSTRUCTIONS =
   "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +
-  "execution, not a sandbox. Variables and the asyncio loop persist between execute_python calls; " +
-  "python_health reports ids, generation, interpreter and limits without starting Python. A timeout or " +
-  "cancellation stops a cell, but effects it already had on the outside world stay.";
+  "execution, not a sandbox. Variables and the asyncio loop persist between execute_python calls. Use " +
+  "python_health for diagnostics (it never starts Python), python_start with python_run/python_cancel for " +
+  "long work, and python_session_open for independent sessions on other projects. Inside cells, the mcp " +
+  "helper calls tools of MCP servers the user configured for this broker only: mcp.call returns the full " +
+  "result envelope and mcp.text extracts its text. A timeout or cancellation stops a cell, but effects it " +
+  "already had on the outside world stay.";
 
 const listing = TOOLS.map((tool) => ({
   name: tool.name,

@@ -51,6 +51,8 @@ describe("initialize and tools/list", () => {
       expect(tool.description.length).toBeGreaterThan(40);
     }
     const execute = listed.tools.find((tool) => tool.name === "execute_python");
+    // Agents should learn about the broker from the first lines of the description.
+    expect(execute.description.slice(0, 400)).toContain("mcp");
     expect(execute.inputSchema.required).toEqual(["code"]);
     expect(execute.inputSchema.properties.code.maxLength).toBe(262_144);
     expect(execute.inputSchema.properties.timeout).toMatchObject({
