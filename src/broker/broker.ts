@@ -1,6 +1,7 @@
 // The broker of one project (or of an explicit --config): which servers a cell may use, and the
 // calls themselves — allowedTools checked before connecting, arguments checked before dispatch, a
 // journal record for everything dispatched, and nothing dispatched ever retried.
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { describe, ReplError } from "../errors.ts";
 import {
@@ -140,7 +141,7 @@ export class Broker {
   }
 
   private async dispatch(
-    client: import("@modelcontextprotocol/sdk/client/index.js").Client,
+    client: Client,
     record: JournalRecord,
     tool: string,
     args: Record<string, unknown>,

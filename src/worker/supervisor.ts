@@ -69,10 +69,6 @@ export class Supervisor {
     return this.worker?.alive ?? false;
   }
 
-  get isClosed(): boolean {
-    return this.closed;
-  }
-
   /** Reserves the slot and starts the run without waiting, or returns why it cannot start. */
   begin(request: RunRequest): ActiveRun | ExecutionResult {
     const timeout = request.timeoutSeconds;

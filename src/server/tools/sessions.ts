@@ -2,6 +2,7 @@
 import * as v from "valibot";
 import { INVENTORY_TIMEOUT_SECONDS, SESSION_NAME_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
 import { sessionMetadata } from "../../sessions/metadata.ts";
+import type { Sessions } from "../../sessions/registry.ts";
 import { SessionId, stamp, successOrError } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
@@ -50,7 +51,7 @@ export const pythonSessionList = defineTool({
   },
 });
 
-export function sessionList(sessions: import("../../sessions/registry.ts").Sessions, maxMemoryMib: number) {
+export function sessionList(sessions: Sessions, maxMemoryMib: number) {
   return {
     server_id: sessions.serverId,
     sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),
