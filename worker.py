@@ -121,7 +121,6 @@ import subprocess
 import time
 import tokenize
 import types
-import uuid
 import weakref
 
 MAX_FRAME_BYTES = 1_048_576          # per line, newline included, both directions
@@ -1454,7 +1453,7 @@ class _Bridge:
         with self._lock:
             if len(self._pending) >= BRIDGE_MAX_PENDING:
                 raise RuntimeError("Too many pending MCP calls (limit %d)" % BRIDGE_MAX_PENDING)
-            pending = _Pending(uuid.uuid4().hex, run_id, loop, future)
+            pending = _Pending(os.urandom(16).hex(), run_id, loop, future)
             self._pending[pending.id] = pending
         frame = {"type": "rpc", "id": pending.id, "run_id": run_id, "op": op, "params": params}
         if not self.writer.send(frame):
