@@ -1,7 +1,8 @@
 // The MCP broker end to end: cells call tools of real downstream servers (our fixture peers and a
 // third-party server from npm) through the registry the user wrote.
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Harness, taggedPids, waitFor } from "../support/harness.ts";
 
@@ -21,9 +22,11 @@ const stdioEntry = (env: Record<string, string> = {}, extra: Record<string, unkn
 });
 
 let h: Harness | undefined;
+const cleanups: (() => void)[] = [];
 afterEach(async () => {
   await h?.close();
   h = undefined;
+  for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
 async function withRegistry(
@@ -38,6 +41,45 @@ async function withRegistry(
     },
   });
   return h;
+}
+
+/** A unique path for a fixture peer's log file, removed after the test. */
+function tempLog(name: string): string {
+  const path = join(tmpdir(), `${name}-${crypto.randomUUID()}`);
+  cleanups.push(() => rmSync(path, { force: true }));
+  return path;
+}
+
+/** Starts the HTTP fixture peer on a free port of 127.0.0.1. */
+async function startHttpPeer(env: Record<string, string>) {
+  const proc = Bun.spawn([process.execPath, HTTP_PEER, "0"], {
+    env: { ...process.env, ...env },
+    stdout: "pipe",
+    stderr: "ignore",
+  });
+  const first = new TextDecoder().decode((await proc.stdout.getReader().read()).value);
+  const port: number = JSON.parse(first.split("\n")[0] as string).port;
+  return {
+    port,
+    async stop() {
+      proc.kill();
+      await proc.exited;
+    },
+  };
+}
+
+/** A server whose registry names that peer, with its bearer token taken from ${WEB_TOKEN}. */
+function withHttpRegistry(port: number, token: string) {
+  return withRegistry(
+    {
+      web: {
+        type: "http",
+        url: `http://127.0.0.1:${port}/mcp`,
+        headers: { Authorization: "Bearer ${WEB_TOKEN}" },
+      },
+    },
+    { env: { WEB_TOKEN: token } },
+  );
 }
 
 /** The message of the exception a Python expression raises (the cell itself must succeed). */
@@ -120,7 +162,7 @@ describe("registry and grants", () => {
   });
 
   test("allowedTools is enforced before connecting, schemas before dispatch, timeouts before any request", async () => {
-    const log = join("/tmp", `peer-calls-${crypto.randomUUID()}`);
+    const log = tempLog("peer-calls");
     const harness = await withRegistry({
       limited: stdioEntry({ PEER_CALL_LOG: log }, { allowedTools: ["echo"] }),
     });
@@ -266,8 +308,8 @@ describe("catalogues", () => {
 
 describe("cancellation and effects", () => {
   test("a cancelled slow write never lands; the peer hears the cancel; the journal says outcome_unknown", async () => {
-    const cancels = join("/tmp", `peer-cancels-${crypto.randomUUID()}`);
-    const calls = join("/tmp", `peer-calls-${crypto.randomUUID()}`);
+    const cancels = tempLog("peer-cancels");
+    const calls = tempLog("peer-calls");
     const harness = await withRegistry({
       peer: stdioEntry({ PEER_CANCEL_LOG: cancels, PEER_CALL_LOG: calls }),
     });
@@ -322,7 +364,7 @@ describe("cancellation and effects", () => {
   });
 
   test("a result over the delivery budget is a known outcome, journaled completed, not retried", async () => {
-    const log = join("/tmp", `peer-calls-${crypto.randomUUID()}`);
+    const log = tempLog("peer-calls");
     const harness = await withRegistry({ peer: stdioEntry({ PEER_CALL_LOG: log }) });
     const error = await errorOf(harness, "mcp.call('peer', 'big', arguments={'bytes': 950000})");
     expect(error).toContain("MCP returned a known outcome for call");
@@ -347,74 +389,41 @@ describe("cancellation and effects", () => {
 
 describe("HTTP peers and a third-party server", () => {
   test("bearer token from ${VAR}; a JSON-RPC error is reported once and the transport is kept", async () => {
-    const peer = Bun.spawn([process.execPath, HTTP_PEER, "0"], {
-      env: { ...process.env, PEER_TOKEN: "tok-123" },
-      stdout: "pipe",
-      stderr: "ignore",
-    });
+    const peer = await startHttpPeer({ PEER_TOKEN: "tok-123" });
     try {
-      const reader = peer.stdout.getReader();
-      const first = new TextDecoder().decode((await reader.read()).value);
-      const port = JSON.parse(first.split("\n")[0] as string).port;
-      const harness = await withRegistry(
-        {
-          web: {
-            type: "http",
-            url: `http://127.0.0.1:${port}/mcp`,
-            headers: { Authorization: "Bearer ${WEB_TOKEN}" },
-          },
-        },
-        { env: { WEB_TOKEN: "tok-123" } },
-      );
+      const harness = await withHttpRegistry(peer.port, "tok-123");
       expect(await value(harness, "mcp.text(mcp.call('web', 'echo', text='over http'))")).toBe("over http");
       const flaky = await errorOf(harness, "mcp.call('web', 'flaky')");
       expect(flaky).toStartWith("MCP transport or protocol error");
       expect(await value(harness, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
       expect((await value(harness, "mcp.call('web', 'count')['structuredContent']")).initialize).toBe(1);
     } finally {
-      peer.kill();
-      await peer.exited;
+      await peer.stop();
     }
   });
 
   test("a peer's error body (which may echo credentials) never reaches the cell", async () => {
-    const peer = Bun.spawn([process.execPath, HTTP_PEER, "0"], {
-      env: { ...process.env, PEER_TOKEN: "leak-me-123", PEER_LEAKY_ERRORS: "1" },
-      stdout: "pipe",
-      stderr: "ignore",
-    });
+    const peer = await startHttpPeer({ PEER_TOKEN: "leak-me-123", PEER_LEAKY_ERRORS: "1" });
     try {
-      const reader = peer.stdout.getReader();
-      const port = JSON.parse(
-        new TextDecoder().decode((await reader.read()).value).split("\n")[0] as string,
-      ).port;
-      const harness = await withRegistry(
-        {
-          web: {
-            type: "http",
-            url: `http://127.0.0.1:${port}/mcp`,
-            headers: { Authorization: "Bearer ${WEB_TOKEN}" },
-          },
-        },
-        { env: { WEB_TOKEN: "leak-me-123" } },
-      );
+      const harness = await withHttpRegistry(peer.port, "leak-me-123");
       const listed = await errorOf(harness, "mcp.list_tools('web')");
       const called = await errorOf(harness, "mcp.call('web', 'echo', text='x')");
       expect(listed).toStartWith("MCP transport or protocol error");
       expect(called).toStartWith("MCP transport or protocol error");
       expect(listed + called).not.toContain("leak-me-123");
     } finally {
-      peer.kill();
-      await peer.exited;
+      await peer.stop();
     }
   });
 
   test("brokers a real third-party server (server-memory from npm)", async () => {
+    const memoryFile = join(tmpdir(), `repl-mcp-memory-${crypto.randomUUID()}.json`);
+    cleanups.push(() => rmSync(memoryFile, { force: true }));
     const harness = await withRegistry({
       memory: {
         command: "node",
         args: [MEMORY_SERVER],
-        env: { MEMORY_FILE_PATH: "/tmp/repl-mcp-memory-test.json" },
+        env: { MEMORY_FILE_PATH: memoryFile },
       },
     });
     const names = await value(harness, "sorted(t['name'] for t in mcp.list_tools('memory'))");
