@@ -2,6 +2,31 @@
 
 The protocol is described in docs/worker-protocol.md. Standard library only; CPython 3.10 and newer.
 The server starts this file through a small bootstrap, but `python3 worker.py` works as well.
+
+Sections, in file order (the first two run at import time, before anything else; start reading at
+main() in the last section):
+
+    Stream protection              fd 0 and fd 1 moved to private pipes before any other import
+    SIGINT                         the interrupt gate: SIGINT stops the running cell and nothing else
+    Remaining imports and limits   every bound the worker enforces
+    Low-level helpers              fd writes, notes on fd 2, process exit, UTF-8 cutting
+    Run identity                   the active run id, seen from any thread or task
+    Frames to the server           one lock, whole frames, size-checked
+    Output capture                 sys.stdout/sys.stderr budgets and coalesced output frames
+    Commands from the server       the reader thread and the queue of cells
+    Safe previews                  the trailing value as JSON without running user hooks
+    Source history                 linecache entries for tracebacks and inspect.getsource()
+    Error text                     bounded exception messages and tracebacks
+    Child processes                tracked Popen, reaping, job frames for group leaders
+    Default executor               the loop's executor, so a cell's leftover jobs are visible
+    Cell-owned work                cancelling what a cell leaves behind
+    sh()                           the shell helper
+    Bridge calls                   the `mcp` helper: rpc frames to the server's broker
+    Namespace inventory, ...       python_namespace, checkpoint() and restore()
+    Cells                          compiling a cell; repairing process state between cells
+    The session                    the namespace, loop and context; one result per run
+    File runs                      python_run_file: __main__, argv, sys.path[0], exit status
+    Entry point                    main()
 """
 
 # =====================================================================================================
@@ -1844,6 +1869,9 @@ def _make_helpers(namespace, sources):
 
 # =====================================================================================================
 # Cells
+#
+# A cell's source is compiled so its trailing expression becomes the result value (top-level await
+# allowed), and the process state the protocol depends on is repaired before every run.
 # =====================================================================================================
 class _Outcome:
     __slots__ = ("value", "error", "exit_code")
@@ -1854,9 +1882,49 @@ class _Outcome:
         self.exit_code = None
 
 
-_ABSENT = object()
+_STORED_TAIL = object()  # _compile_cell's marker: the trailing value is left in __repl_result__
 
 
+def _compile_cell(code, filename):
+    """(body code, trailing-expression code or _STORED_TAIL or None), allowing top-level await."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(code, filename, "exec", flags | ast.PyCF_ONLY_AST, dont_inherit=True)
+    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+        return compile(tree, filename, "exec", flags, dont_inherit=True), None
+    last = tree.body.pop()
+    tail = compile(ast.Expression(last.value), filename, "eval", flags, dont_inherit=True)
+    body = compile(tree, filename, "exec", flags, dont_inherit=True)
+    if not (body.co_flags | tail.co_flags) & inspect.CO_COROUTINE:
+        return body, tail
+    # A cell that awaits anywhere runs as one coroutine, so all of it sees the running loop
+    # (asyncio.create_task before a trailing await); the trailing value comes back through a name.
+    target = ast.Name(id="__repl_result__", ctx=ast.Store())
+    tree.body.append(ast.copy_location(ast.Assign(targets=[target], value=last.value), last))
+    return compile(ast.fix_missing_locations(tree), filename, "exec", flags, dont_inherit=True), _STORED_TAIL
+
+
+def _keep_fd0_open():
+    """Point a closed fd 0 back at /dev/null, so no file a cell opens later becomes everyone's stdin."""
+    try:
+        os.fstat(0)
+    except OSError:
+        null = os.open(os.devnull, os.O_RDONLY)  # lands on 0 when 0 is the lowest free descriptor
+        if null != 0:
+            os.dup2(null, 0)
+            os.close(null)
+
+
+def _null_stdin():
+    # closefd=False: `exit()` closes sys.stdin, and a freed fd 0 would be reused by the next open().
+    return open(0, "r", encoding="utf-8", errors="replace", closefd=False)
+
+
+# =====================================================================================================
+# The session
+#
+# One persistent namespace, event loop and context. Runs one cell, file or inventory at a time on the
+# main thread and sends exactly one result frame for each.
+# =====================================================================================================
 class _Session:
     def __init__(self, writer, pump, captures):
         self._writer = writer
@@ -2015,59 +2083,11 @@ class _Session:
             code = compile(source, path, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except BaseException as exc:
             outcome = _Outcome(error=exc)
-            self._set_exit_status(outcome)
-            return outcome
-        namespace = self.namespace
-        saved_names = [(key, namespace.get(key, _ABSENT)) for key in ("__name__", "__file__")]
-        # The same list objects stay in place: modules may hold references to them.
-        argv_list, path_list = sys.argv, sys.path
-        saved_argv, saved_path = list(argv_list), list(path_list)
-        try:
-            argv_list[:] = [path, *argv]
-            if path_list:
-                path_list[0] = os.path.dirname(path)
-            else:
-                path_list.append(os.path.dirname(path))
-            namespace["__name__"] = "__main__"
-            namespace["__file__"] = path
-            outcome = self._run_compiled(context, code, None)
-        finally:
-            sys.argv, sys.path = argv_list, path_list
-            argv_list[:] = saved_argv
-            path_list[:] = saved_path
-            for key, value in saved_names:
-                if value is _ABSENT:
-                    namespace.pop(key, None)
-                else:
-                    namespace[key] = value
-        self._set_exit_status(outcome)
-        return outcome
-
-    def _set_exit_status(self, outcome):
-        """Give a file run the exit status `python file.py` would have had."""
-        error = outcome.error
-        if error is None:
-            outcome.exit_code = 0
-            return
-        if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
-            return
-        if not isinstance(error, SystemExit):
-            outcome.exit_code = 1
-            return
-        code = error.code
-        if code is None:
-            status = 0
-        elif issubclass(type(code), int):
-            status = int.__int__(code)
         else:
-            try:
-                text = str(code)
-            except BaseException:
-                text = "<exit value str() failed>"
-            self._captures[1].write(text + "\n")
-            status = 1
-        outcome.exit_code = status
-        outcome.error = None if status == 0 else _PlainFailure("Saved Python file exited with status %d" % status)
+            with _MainScript(self.namespace, path, argv):
+                outcome = self._run_compiled(context, code, None)
+        _set_exit_status(outcome, self._captures[1])
+        return outcome
 
     def _run_code(self, code):
         if code.co_flags & inspect.CO_COROUTINE:
@@ -2119,6 +2139,13 @@ class _Session:
         return text, False, cut
 
 
+# =====================================================================================================
+# File runs
+#
+# `python_run_file` runs a saved file in the session's namespace the way `python file.py` would: as
+# `__main__`, with its own sys.argv and sys.path[0], and with the exit status the interpreter would give.
+# What the file changes in those names is undone afterwards; the namespace keeps everything else.
+# =====================================================================================================
 def _read_script(path, argv):
     """A saved file's source text, decoded by its PEP 263 declaration."""
     if not os.path.isabs(path):
@@ -2133,45 +2160,79 @@ def _read_script(path, argv):
     return data.decode(encoding)
 
 
-_STORED_TAIL = object()  # _compile_cell's marker: the trailing value is left in __repl_result__
+_ABSENT = object()
 
 
-def _compile_cell(code, filename):
-    """(body code, trailing-expression code or _STORED_TAIL or None), allowing top-level await."""
-    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-    tree = compile(code, filename, "exec", flags | ast.PyCF_ONLY_AST, dont_inherit=True)
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
-        return compile(tree, filename, "exec", flags, dont_inherit=True), None
-    last = tree.body.pop()
-    tail = compile(ast.Expression(last.value), filename, "eval", flags, dont_inherit=True)
-    body = compile(tree, filename, "exec", flags, dont_inherit=True)
-    if not (body.co_flags | tail.co_flags) & inspect.CO_COROUTINE:
-        return body, tail
-    # A cell that awaits anywhere runs as one coroutine, so all of it sees the running loop
-    # (asyncio.create_task before a trailing await); the trailing value comes back through a name.
-    target = ast.Name(id="__repl_result__", ctx=ast.Store())
-    tree.body.append(ast.copy_location(ast.Assign(targets=[target], value=last.value), last))
-    return compile(ast.fix_missing_locations(tree), filename, "exec", flags, dont_inherit=True), _STORED_TAIL
+class _MainScript:
+    """While active, the namespace and sys look as they do for `python path argv...`."""
+
+    def __init__(self, namespace, path, argv):
+        self._namespace = namespace
+        self._path = path
+        self._argv = argv
+
+    def __enter__(self):
+        namespace, path = self._namespace, self._path
+        self._saved_names = [(key, namespace.get(key, _ABSENT)) for key in ("__name__", "__file__")]
+        # The same list objects stay in place: modules may hold references to them.
+        self._lists = sys.argv, sys.path
+        argv_list, path_list = self._lists
+        self._saved_argv, self._saved_path = list(argv_list), list(path_list)
+        argv_list[:] = [path, *self._argv]
+        if path_list:
+            path_list[0] = os.path.dirname(path)
+        else:
+            path_list.append(os.path.dirname(path))
+        namespace["__name__"] = "__main__"
+        namespace["__file__"] = path
+        return self
+
+    def __exit__(self, *exc_info):
+        argv_list, path_list = self._lists
+        sys.argv, sys.path = argv_list, path_list
+        argv_list[:] = self._saved_argv
+        path_list[:] = self._saved_path
+        for key, value in self._saved_names:
+            if value is _ABSENT:
+                self._namespace.pop(key, None)
+            else:
+                self._namespace[key] = value
+        return False
 
 
-def _keep_fd0_open():
-    """Point a closed fd 0 back at /dev/null, so no file a cell opens later becomes everyone's stdin."""
-    try:
-        os.fstat(0)
-    except OSError:
-        null = os.open(os.devnull, os.O_RDONLY)  # lands on 0 when 0 is the lowest free descriptor
-        if null != 0:
-            os.dup2(null, 0)
-            os.close(null)
-
-
-def _null_stdin():
-    # closefd=False: `exit()` closes sys.stdin, and a freed fd 0 would be reused by the next open().
-    return open(0, "r", encoding="utf-8", errors="replace", closefd=False)
+def _set_exit_status(outcome, stderr):
+    """Give a file run the exit status `python file.py` would have had."""
+    error = outcome.error
+    if error is None:
+        outcome.exit_code = 0
+        return
+    if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
+        return
+    if not isinstance(error, SystemExit):
+        outcome.exit_code = 1
+        return
+    code = error.code
+    if code is None:
+        status = 0
+    elif issubclass(type(code), int):
+        status = int.__int__(code)
+    else:
+        try:
+            text = str(code)
+        except BaseException:
+            text = "<exit value str() failed>"
+        stderr.write(text + "\n")
+        status = 1
+    outcome.exit_code = status
+    outcome.error = None if status == 0 else _PlainFailure("Saved Python file exited with status %d" % status)
 
 
 # =====================================================================================================
-# Main
+# Entry point
+#
+# Everything above only defines things (apart from the stream protection and SIGINT set-up at the top).
+# main() wires the pieces together, announces `ready` and then runs commands one at a time on the main
+# thread until the command pipe closes.
 # =====================================================================================================
 def main():
     GATE.bind_main_thread()
