@@ -72,3 +72,20 @@ export const SERVER_NAME_MAX_BYTES = 200;
 export const EXPLAIN_TOOL_MAX_CHARS = 400;
 export const JOURNAL_MAX_RECORDS = 256;
 export const RPC_RESULT_WAIT_OPS_SECONDS = 35;
+
+// OAuth (contract §5.8 and §4).
+/** A credential file holds one client registration and one token response; anything bigger is not ours. */
+export const OAUTH_CREDENTIAL_FILE_MAX_BYTES = 65_536;
+/** Metadata discovery and dynamic registration, each request. */
+export const OAUTH_DISCOVERY_TIMEOUT_MS = 30_000;
+/** Token requests (code exchange, refresh, client credentials). */
+export const OAUTH_TOKEN_TIMEOUT_MS = 30_000;
+/** How long --oauth-login waits for the browser to come back. */
+export const OAUTH_CALLBACK_WAIT_MS = 300_000;
+/** The loopback callback request (URL and headers) and how long a connection may take to send it. */
+export const OAUTH_CALLBACK_REQUEST_MAX_BYTES = 16_384;
+export const OAUTH_CALLBACK_READ_TIMEOUT_SECONDS = 5;
+/** A token this close to its expiry is refreshed before use, so it cannot lapse mid-request. */
+export const OAUTH_REFRESH_MARGIN_SECONDS = 60;
+/** Waiting for another process that is refreshing the same credential file. */
+export const OAUTH_REFRESH_LOCK_WAIT_MS = 30_000;
