@@ -89,3 +89,26 @@ export const OAUTH_CALLBACK_READ_TIMEOUT_SECONDS = 5;
 export const OAUTH_REFRESH_MARGIN_SECONDS = 60;
 /** Waiting for another process that is refreshing the same credential file. */
 export const OAUTH_REFRESH_LOCK_WAIT_MS = 30_000;
+
+// Artifacts (contract §4): whole values kept on the server so they never flood the agent's context.
+/** One artifact's content; larger values should be saved to disk by the cell itself. */
+export const ARTIFACT_MAX_BYTES = 16 * 1024 * 1024;
+/** The whole store, across sessions; the oldest artifacts are evicted when a new one would exceed it. */
+export const ARTIFACT_STORE_MAX_BYTES = 64 * 1024 * 1024;
+export const ARTIFACT_STORE_MAX_ENTRIES = 64;
+/** One artifact_read range: small enough to sit comfortably in an agent's context. */
+export const ARTIFACT_READ_MAX_BYTES = 65_536;
+/** artifact_forward: the payload travels inside one downstream tools/call message. */
+export const ARTIFACT_FORWARD_MAX_BYTES = 512 * 1024;
+/** resources/read answers in one MCP message (≤ 1 MiB); base64 grows content by a third. */
+export const ARTIFACT_RESOURCE_MAX_BYTES = 512 * 1024;
+/** Whole-content jobs (import, save, forward, resource read) running at once. */
+export const ARTIFACT_IO_JOBS = 4;
+/** Uploads begun by cells and not yet committed or aborted, server-wide. */
+export const ARTIFACT_UPLOADS_MAX = 4;
+/** One upload chunk before base64: 32 KiB, so an append frame stays small. */
+export const ARTIFACT_CHUNK_BYTES = 32_768;
+/** base64 of one chunk: ceil(32768 / 3) * 4. */
+export const ARTIFACT_CHUNK_BASE64_CHARS = 43_692;
+/** Nesting accepted when a JSON artifact is checked (the parser limit of the reference). */
+export const ARTIFACT_JSON_MAX_DEPTH = 128;

@@ -25,6 +25,8 @@ export interface CallContext {
   sessionId: string;
   runId: string | null;
   signal?: AbortSignal;
+  /** Told the moment the call is journaled and sent: a later cancellation may not have stopped it. */
+  onDispatch?: () => void;
 }
 
 const UNKNOWN_SERVER =
@@ -102,6 +104,7 @@ export class Broker {
           server,
           tool,
         });
+        context.onDispatch?.();
         return await this.dispatch(connection.client, record, tool, argumentsObject, remaining, signal);
       } finally {
         connection.inUse--;

@@ -7,6 +7,7 @@ import type { Journal } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
 import { BROKER_CALL_TIMEOUT_DEFAULT_SECONDS, EXPLAIN_TOOL_MAX_CHARS } from "../limits.ts";
 import type { Bridge } from "../worker/rpc.ts";
+import type { SessionArtifacts } from "./artifacts.ts";
 
 const Server = v.pipe(v.string(), v.check(validServerName));
 const Timeout = v.optional(v.number(), BROKER_CALL_TIMEOUT_DEFAULT_SECONDS);
@@ -35,8 +36,14 @@ function parse<S extends v.GenericSchema>(schema: S, params: unknown, op: string
   return parsed.output;
 }
 
-export function brokerBridge(broker: Broker, journal: Journal, sessionId: string): Bridge {
+export function brokerBridge(
+  broker: Broker,
+  journal: Journal,
+  sessionId: string,
+  artifacts: SessionArtifacts,
+): Bridge {
   return async (op, params, { runId, signal }) => {
+    if (artifacts.isRpc(op)) return artifacts.rpc(op, params, { runId, signal });
     switch (op) {
       case "call": {
         const p = parse(Ops.call, params, op);

@@ -3,14 +3,13 @@
 import { randomUUID } from "node:crypto";
 import { realpathSync, statSync } from "node:fs";
 import { resolve } from "node:path";
+import { ArtifactStore } from "../artifacts/store.ts";
 import { Broker } from "../broker/broker.ts";
 import { Journal } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
 import { ProtocolError, ReplError } from "../errors.ts";
 import { SESSION_CLOSE_WAIT_MS, SESSION_NAME_MAX_BYTES, SESSION_OPENS_MAX, SESSIONS_MAX } from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
-import type { Bridge } from "../worker/rpc.ts";
-import { brokerBridge } from "./bridge.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { probeInterpreter } from "./probe.ts";
 import { Session, workerEnv } from "./session.ts";
@@ -32,12 +31,16 @@ export class Sessions {
   private readonly byId = new Map<string, Session>();
   private opening = 0;
   readonly journal = new Journal();
+  /** One store for the whole server: its bounds are server-wide, each artifact belongs to a session. */
+  readonly artifacts = new ArtifactStore();
   /** One broker per canonical project (one in all with an explicit --config), with its session count. */
   private readonly brokers = new Map<string, { broker: Broker; sessions: number }>();
 
   constructor(private readonly options: SessionsOptions) {
     this.default = new Session({
-      bridge: (id) => this.attachBroker(options.project, id),
+      broker: this.attachBroker(options.project),
+      journal: this.journal,
+      artifacts: this.artifacts,
       serverId: this.serverId,
       name: "default",
       project: options.project,
@@ -98,7 +101,9 @@ export class Sessions {
         );
       }
       const session = new Session({
-        bridge: (id) => this.attachBroker(project, id),
+        broker: this.attachBroker(project),
+        journal: this.journal,
+        artifacts: this.artifacts,
         serverId: this.serverId,
         name,
         project,
@@ -125,7 +130,8 @@ export class Sessions {
       );
     }
     this.byId.delete(sessionId);
-    session.closed = true;
+    session.markClosed();
+    this.artifacts.deleteForSession(session.id);
     await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
     await this.detachBroker(session.project);
     return session;
@@ -139,10 +145,11 @@ export class Sessions {
   async shutdown(): Promise<void> {
     await Promise.all(
       this.list().map((session) => {
-        session.closed = true;
+        session.markClosed();
         return session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
       }),
     );
+    await this.artifacts.close();
     await Promise.all([...this.brokers.values()].map(({ broker }) => broker.close()));
   }
 
@@ -150,7 +157,7 @@ export class Sessions {
     return this.options.configPath === undefined ? project : "";
   }
 
-  private attachBroker(project: string, sessionId: string): Bridge {
+  private attachBroker(project: string): Broker {
     const key = this.brokerKey(project);
     let held = this.brokers.get(key);
     if (!held) {
@@ -162,7 +169,7 @@ export class Sessions {
       this.brokers.set(key, held);
     }
     held.sessions++;
-    return brokerBridge(held.broker, this.journal, sessionId);
+    return held.broker;
   }
 
   /** The last session of a project closing shuts its broker (the default project's lives on). */

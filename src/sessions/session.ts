@@ -1,8 +1,12 @@
 // A session: a named namespace bound to a project directory and an interpreter, with its own worker,
 // run history and generation.
 import { randomUUID } from "node:crypto";
-import type { Bridge } from "../worker/rpc.ts";
+import type { ArtifactStore } from "../artifacts/store.ts";
+import type { Broker } from "../broker/broker.ts";
+import type { Journal } from "../broker/journal.ts";
 import { Supervisor } from "../worker/supervisor.ts";
+import { SessionArtifacts } from "./artifacts.ts";
+import { brokerBridge } from "./bridge.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
 import type { ProbeResult } from "./probe.ts";
 
@@ -17,8 +21,10 @@ export interface SessionOptions {
   /** A reason no worker can start (the server default interpreter is missing). */
   problem?: string;
   maxMemoryMib: number;
-  /** Makes the bridge for this session's cells once its id exists. */
-  bridge: (sessionId: string) => Bridge;
+  /** The broker of the session's project (or of the explicit --config). */
+  broker: Broker;
+  journal: Journal;
+  artifacts: ArtifactStore;
 }
 
 export class Session {
@@ -31,7 +37,8 @@ export class Session {
   readonly probe: ProbeResult | undefined;
   readonly problem: string | undefined;
   readonly supervisor: Supervisor;
-  closed = false;
+  readonly artifacts: SessionArtifacts;
+  private readonly lifetime = new AbortController();
 
   constructor(options: SessionOptions) {
     this.serverId = options.serverId;
@@ -41,11 +48,14 @@ export class Session {
     this.source = options.source;
     this.probe = options.probe;
     this.problem = options.problem;
+    const store = options.artifacts;
+    this.artifacts = new SessionArtifacts(store, options.broker, this.id, this.project, this.lifetime.signal);
     this.supervisor = new Supervisor({
       serverId: options.serverId,
       sessionId: this.id,
       maxMemoryMib: options.maxMemoryMib,
-      bridge: options.bridge(this.id),
+      bridge: brokerBridge(options.broker, options.journal, this.id, this.artifacts),
+      onRunEnd: (runId) => store.uploads.abortRun(this.id, runId),
       launch: {
         python: options.python,
         problem: options.problem,
@@ -53,6 +63,15 @@ export class Session {
         env: workerEnv(),
       },
     });
+  }
+
+  get closed(): boolean {
+    return this.lifetime.signal.aborted;
+  }
+
+  /** Marks the session closed: its forwards in flight are cancelled. */
+  markClosed(): void {
+    this.lifetime.abort();
   }
 
   get runtimeStatus(): "lazy" | "running" | "stopped" | "closed" {

@@ -30,6 +30,8 @@ export interface SupervisorOptions {
   maxMemoryMib: number;
   /** Serves the cells' bridge requests (mcp.*); absent → they are refused. */
   bridge?: Bridge;
+  /** Told when a run on the persistent or a fresh worker ends, however it ended. */
+  onRunEnd?: (runId: string) => void;
 }
 
 export interface RunRequest {
@@ -319,6 +321,7 @@ export class Supervisor {
       run.signal.removeEventListener("abort", onCancel);
       desk.abortAll();
       worker.onFrame = () => {};
+      this.options.onRunEnd?.(run.id);
     }
   }
 

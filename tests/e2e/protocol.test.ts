@@ -33,6 +33,11 @@ describe("initialize and tools/list", () => {
     expect(listed.cacheScope).toBe("private");
     const names = listed.tools.map((tool) => tool.name).sort();
     expect(names).toEqual([
+      "artifact_create",
+      "artifact_delete",
+      "artifact_forward",
+      "artifact_read",
+      "artifact_save",
       "execute_python",
       "python_cancel",
       "python_execute_file",

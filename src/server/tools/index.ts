@@ -1,4 +1,5 @@
 // The tool table: only tools that work are listed.
+import { artifactCreate, artifactDelete, artifactForward, artifactRead, artifactSave } from "./artifacts.ts";
 import { executePython, pythonExecuteFile } from "./execution.ts";
 import { pythonHealth } from "./health.ts";
 import { pythonCancel, pythonRun, pythonStart } from "./runs.ts";
@@ -21,4 +22,9 @@ export const TOOLS = [
   pythonSessionInspect,
   pythonSessionClose,
   pythonExecuteFile,
+  artifactCreate,
+  artifactRead,
+  artifactSave,
+  artifactDelete,
+  artifactForward,
 ] as unknown as readonly Tool[];
