@@ -294,7 +294,7 @@ describe("catalogues", () => {
       dup: stdioEntry({ PEER_MODE: "duplicates" }),
       huge: stdioEntry({ PEER_MODE: "huge_catalogue" }),
     });
-    expect(await value(harness, "len(mcp.list_tools('paged'))")).toBe(8);
+    expect(await value(harness, "len(mcp.list_tools('paged'))")).toBe(9);
     const errors = await value(
       harness,
       "out = {}\nfor name in ['loop', 'dup', 'huge']:\n    try:\n        mcp.list_tools(name)\n        out[name] = 'listed'\n    except Exception as e:\n        out[name] = str(e)\nout",
