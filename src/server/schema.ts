@@ -23,6 +23,10 @@ function pointer(path: v.IssuePathItem[] | undefined): string {
 const INTEGRAL_FIELDS = new Set(["expected_generation", "offset", "length"]);
 
 export function parseArguments<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
+  // Absent arguments mean none; anything present must be an object (null and arrays are not).
+  if (input !== undefined && (input === null || typeof input !== "object" || Array.isArray(input))) {
+    throw new ProtocolError("Invalid arguments at /");
+  }
   const result = v.safeParse(schema, input ?? {});
   if (result.success) return result.output;
   const issue = result.issues[0];

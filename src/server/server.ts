@@ -1,6 +1,6 @@
 // The MCP server: the SDK's low-level Server with our tool table, error model and result rendering.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { type JSONRPCRequest, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { ProtocolError } from "../errors.ts";
 import { log } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
@@ -27,6 +27,13 @@ const listing = TOOLS.map((tool) => ({
   annotations: tool.annotations,
 }));
 
+class MethodNotFound extends Error {
+  readonly code = -32601;
+  constructor() {
+    super("Method not found");
+  }
+}
+
 export async function serveStdio(ctx: ServerContext): Promise<void> {
   const server = new Server(
     { name: NAME, version: VERSION },
@@ -40,10 +47,15 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
     cacheScope: "private",
   }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const tool = TOOLS.find((candidate) => candidate.name === request.params.name);
+  // tools/call is served from the fallback handler on purpose: a handler registered for it would first
+  // run the SDK's own request schema, which answers non-object arguments with -32603 and a schema dump.
+  // Here every argument failure is the contract's -32602 "Invalid arguments at <pointer>".
+  server.fallbackRequestHandler = async (request: JSONRPCRequest, extra) => {
+    if (request.method !== "tools/call") throw new MethodNotFound();
+    const params = (request.params ?? {}) as { name?: unknown; arguments?: unknown };
+    const tool = TOOLS.find((candidate) => candidate.name === params.name);
     if (!tool) throw new ProtocolError("Unknown tool");
-    const args = parseArguments(tool.input, request.params.arguments);
+    const args = parseArguments(tool.input, params.arguments);
     try {
       const value = await tool.handle(args, ctx, { signal: extra.signal });
       return render(value);
@@ -52,7 +64,7 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
       log.debug(`${tool.name} failed`, error);
       return render({ error: (error as Error).message ?? String(error) });
     }
-  });
+  };
 
   const transport = new StdioTransport();
   const closed = new Promise<void>((resolve) => {

@@ -1,12 +1,53 @@
 // The MCP stdio transport. Unlike the SDK's, it enforces the 1 MiB message limit on raw bytes before
-// parsing: a line that is too long or not UTF-8 ends the input, and the server shuts down as on EOF.
+// parsing. A bad line (too long, not UTF-8, not JSON, not JSON-RPC) is dropped whole and answered with a
+// JSON-RPC error whose id is null (contract §1.0): one bad line must never cost the sessions their state.
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
 import { MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
 import { log } from "../log.ts";
-import { decodeLine, LineSplitter } from "../wire/lines.ts";
+import { OVERSIZED, SkippingLineSplitter } from "../wire/lines.ts";
 
 const encoder = new TextEncoder();
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+const PARSE_ERROR = -32700;
+const INVALID_REQUEST = -32600;
+
+type LineVerdict = { message: JSONRPCMessage } | { code: number; reason: string };
+
+/** What one non-empty input line is: a message to serve, or the error to answer it with. */
+function judge(line: Uint8Array | typeof OVERSIZED): LineVerdict {
+  if (line === OVERSIZED) {
+    return {
+      code: INVALID_REQUEST,
+      reason: `Message exceeds the ${MCP_MESSAGE_MAX_BYTES}-byte line limit; it was discarded unread`,
+    };
+  }
+  let text: string;
+  try {
+    text = utf8.decode(line);
+  } catch {
+    return { code: PARSE_ERROR, reason: "Parse error: the line is not valid UTF-8; it was discarded" };
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { code: PARSE_ERROR, reason: "Parse error: the line is not valid JSON; it was discarded" };
+  }
+  const parsed = JSONRPCMessageSchema.safeParse(value);
+  if (!parsed.success) {
+    return {
+      code: INVALID_REQUEST,
+      reason: "Invalid request: the line is not a JSON-RPC 2.0 message; it was discarded",
+    };
+  }
+  return { message: parsed.data };
+}
+
+function isBlank(line: Uint8Array | typeof OVERSIZED): boolean {
+  return line !== OVERSIZED && (line.length === 0 || (line.length === 1 && line[0] === 0x0d));
+}
 
 export class StdioTransport implements Transport {
   onclose?: () => void;
@@ -32,6 +73,18 @@ export class StdioTransport implements Transport {
       };
       bytes = encoder.encode(`${JSON.stringify(error)}\n`);
     }
+    await this.write(bytes);
+  }
+
+  /** Answers a discarded line. JSON-RPC wants `id: null` here, which the SDK's message type cannot say. */
+  private async refuse(code: number, reason: string): Promise<void> {
+    if (this.closed) return;
+    await this.write(
+      encoder.encode(`${JSON.stringify({ jsonrpc: "2.0", id: null, error: { code, message: reason } })}\n`),
+    );
+  }
+
+  private async write(bytes: Uint8Array): Promise<void> {
     this.stdout.write(bytes);
     await this.stdout.flush();
   }
@@ -43,21 +96,18 @@ export class StdioTransport implements Transport {
   }
 
   private async read(): Promise<void> {
-    const splitter = new LineSplitter(MCP_MESSAGE_MAX_BYTES);
+    const splitter = new SkippingLineSplitter(MCP_MESSAGE_MAX_BYTES);
     try {
       for await (const chunk of Bun.stdin.stream()) {
         for (const line of splitter.push(chunk)) {
-          if (line.length === 0 || (line.length === 1 && line[0] === 0x0d)) continue;
-          // Undecodable bytes end the input (below); malformed JSON-RPC is reported and skipped.
-          const text = decodeLine(line);
-          let message: JSONRPCMessage;
-          try {
-            message = JSONRPCMessageSchema.parse(JSON.parse(text));
-          } catch (error) {
-            this.onerror?.(error as Error);
+          if (isBlank(line)) continue;
+          const verdict = judge(line);
+          if ("message" in verdict) {
+            this.onmessage?.(verdict.message);
             continue;
           }
-          this.onmessage?.(message);
+          log.warn(`discarded an input line: ${verdict.reason}`);
+          void this.refuse(verdict.code, verdict.reason);
         }
       }
     } catch (error) {

@@ -10,31 +10,47 @@ export class FrameTooLargeError extends Error {
 
 const NEWLINE = 0x0a;
 
-export class LineSplitter {
+/** Stands in for a line that went over the limit and was dropped. */
+export const OVERSIZED = Symbol("oversized line");
+export type SplitLine = Uint8Array | typeof OVERSIZED;
+
+/**
+ * Splits a byte stream into lines without their newline. A line over the limit is reported once, as
+ * soon as it crosses the limit, and its bytes are dropped up to and including its newline unbuffered.
+ */
+export class SkippingLineSplitter {
   private pending: Uint8Array[] = [];
   private pendingBytes = 0;
+  private skipping = false;
 
   /** `maxBytes` counts the line including its newline. */
   constructor(private readonly maxBytes: number) {}
 
-  /** Splits a chunk into complete lines (without the newline); throws FrameTooLargeError past the limit. */
-  push(chunk: Uint8Array): Uint8Array[] {
-    const lines: Uint8Array[] = [];
+  push(chunk: Uint8Array): SplitLine[] {
+    const lines: SplitLine[] = [];
     let start = 0;
-    for (;;) {
+    while (start < chunk.length) {
       const nl = chunk.indexOf(NEWLINE, start);
+      const end = nl === -1 ? chunk.length : nl;
+      if (!this.skipping) {
+        // A complete line may use the whole limit; an unterminated one still needs room for its newline.
+        const bytes = this.pendingBytes + (end - start) + (nl === -1 ? 0 : 1);
+        if (nl === -1 ? bytes >= this.maxBytes : bytes > this.maxBytes) {
+          lines.push(OVERSIZED);
+          this.pending = [];
+          this.pendingBytes = 0;
+          this.skipping = true;
+        } else if (nl === -1) {
+          // Copy: the caller may reuse the chunk's buffer.
+          this.pending.push(chunk.slice(start));
+          this.pendingBytes += chunk.length - start;
+        } else {
+          lines.push(this.take(chunk.subarray(start, nl)));
+        }
+      }
       if (nl === -1) break;
-      const pieceBytes = nl - start;
-      if (this.pendingBytes + pieceBytes + 1 > this.maxBytes) throw new FrameTooLargeError(this.maxBytes);
-      lines.push(this.take(chunk.subarray(start, nl)));
+      this.skipping = false;
       start = nl + 1;
-    }
-    if (start < chunk.length) {
-      const rest = chunk.subarray(start);
-      if (this.pendingBytes + rest.length >= this.maxBytes) throw new FrameTooLargeError(this.maxBytes);
-      // Copy: the caller may reuse the chunk's buffer.
-      this.pending.push(rest.slice());
-      this.pendingBytes += rest.length;
     }
     return lines;
   }
@@ -56,6 +72,26 @@ export class LineSplitter {
     this.pending = [];
     this.pendingBytes = 0;
     return line;
+  }
+}
+
+/** The strict form for private channels, where an over-long line means the other side is broken. */
+export class LineSplitter {
+  private readonly inner: SkippingLineSplitter;
+
+  constructor(private readonly maxBytes: number) {
+    this.inner = new SkippingLineSplitter(maxBytes);
+  }
+
+  /** Splits a chunk into complete lines (without the newline); throws FrameTooLargeError past the limit. */
+  push(chunk: Uint8Array): Uint8Array[] {
+    const lines = this.inner.push(chunk);
+    if (lines.includes(OVERSIZED)) throw new FrameTooLargeError(this.maxBytes);
+    return lines as Uint8Array[];
+  }
+
+  get partialBytes(): number {
+    return this.inner.partialBytes;
   }
 }
 
