@@ -120,15 +120,6 @@ test("SIGTERM with stdin still open ends the server promptly, worker included", 
   await waitFor(() => taggedPids(server.tag).length === 0, { timeoutMs: 2_000, what: "worker to exit" });
 });
 
-test("an inbound line over 1 MiB ends the input as EOF does", async () => {
-  const server = await initialized();
-  server.proc.stdin.write(
-    `{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"${"x".repeat(1_100_000)}"}}\n`,
-  );
-  server.proc.stdin.flush();
-  expect(await server.proc.exited).toBe(0);
-});
-
 test("a client cancelling an in-flight execute_python interrupts the cell", async () => {
   const h = await Harness.start();
   try {
