@@ -79,30 +79,59 @@ import threading
 
 
 class _InterruptGate:
+    """Decides what a SIGINT does, and makes sure a cancel the server sent is never lost.
+
+    The server cancels a run two ways: a `cancel` frame naming it (read by the command reader thread)
+    and SIGINT to the worker's group. A SIGINT alone can arrive too early: while the run's frame is still
+    being read or compiled, before the gate is armed, and would then be dropped. The frame closes that
+    gap: the cancelled run id is remembered, so arming the gate for that run stops it before any of its
+    code runs, and a run already armed is interrupted from the reader thread at once.
+    """
+
     def __init__(self):
-        self.armed = False
+        self.armed = None  # id of the run whose code is running, else None
         self._holds = 0
         self._deferred = False
         self._main_thread = None
+        self._lock = threading.Lock()
+        self._cancelled = None  # the last run the server cancelled
+        self._kick = None  # the run the reader thread sent SIGINT for, until the handler sees it
 
     def bind_main_thread(self):
         self._main_thread = threading.get_ident()
 
     def handler(self, signum, frame):
-        if not self.armed:
+        # Runs on the main thread between bytecodes, maybe inside arm()/disarm(): it must not lock.
+        kick, self._kick = self._kick, None
+        if self.armed is None or (kick is not None and kick != self.armed):
             return
         if self._holds:
             self._deferred = True
             return
         raise KeyboardInterrupt
 
-    def arm(self):
-        self._deferred = False
-        self.armed = True
+    def arm(self, run_id):
+        with self._lock:
+            self._deferred = False
+            self.armed = run_id
+            self._kick = None
+            cancelled = self._cancelled == run_id
+        if cancelled:
+            raise KeyboardInterrupt
 
     def disarm(self):
-        self.armed = False
-        self._deferred = False
+        with self._lock:
+            self.armed = None
+            self._deferred = False
+
+    def cancel(self, run_id):
+        """Called on the reader thread when the server cancels `run_id`."""
+        with self._lock:
+            self._cancelled = run_id
+            if self.armed != run_id or self._main_thread is None:
+                return
+            self._kick = run_id
+        signal.pthread_kill(self._main_thread, signal.SIGINT)
 
     def hold(self, thread_id):
         """Defer SIGINT for a critical section; returns a token for release()."""
@@ -117,7 +146,7 @@ class _InterruptGate:
         self._holds -= 1
         if not self._holds and self._deferred:
             self._deferred = False
-            if self.armed:
+            if self.armed is not None:
                 raise KeyboardInterrupt
 
 
@@ -654,6 +683,7 @@ class _CommandReader:
             "execute": self._on_execute,
             "shutdown": self._on_shutdown,
             "rpc_result": _BRIDGE.deliver,
+            "cancel": self._on_cancel,
         }
 
     def start(self):
@@ -690,6 +720,12 @@ class _CommandReader:
         elif type(argv) is not list or any(type(item) is not str for item in argv):
             _terminate(2, "execute frame argv must be a list of strings")
         self._inbox.put(_Execute(run_id, code, frame.get("timeout"), source_path, argv, inventory))
+
+    def _on_cancel(self, frame):
+        run_id = frame.get("id")
+        if type(run_id) is not str:
+            _terminate(2, "cancel frame needs a string id")
+        GATE.cancel(run_id)
 
     def _on_shutdown(self, frame):
         self._inbox.put(_SHUTDOWN)
@@ -2053,12 +2089,12 @@ class _Session:
             body, tail = _compile_cell(code, filename)
         except BaseException as exc:  # SyntaxError, but also ValueError, RecursionError, MemoryError
             return _Outcome(error=exc)
-        return self._run_compiled(context, body, tail)
+        return self._run_compiled(run_id, context, body, tail)
 
-    def _run_compiled(self, context, body, tail):
+    def _run_compiled(self, run_id, context, body, tail):
         try:
             try:
-                GATE.arm()
+                GATE.arm(run_id)
                 context.run(self._run_code, body)
                 if tail is _STORED_TAIL:
                     value = self.namespace.pop("__repl_result__", None)
@@ -2085,7 +2121,7 @@ class _Session:
             outcome = _Outcome(error=exc)
         else:
             with _MainScript(self.namespace, path, argv):
-                outcome = self._run_compiled(context, code, None)
+                outcome = self._run_compiled(run_id, context, code, None)
         _set_exit_status(outcome, self._captures[1])
         return outcome
 

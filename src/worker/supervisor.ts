@@ -296,6 +296,9 @@ export class Supervisor {
         const grace = setTimeout(() => deliver({ kind: "grace" }), INTERRUPT_GRACE_MS);
         desk.abortAll();
         worker.killJobs();
+        // The frame queues behind this run's execute frame, so the worker learns of the cancel even if
+        // the SIGINT lands before the cell is armed to receive it.
+        worker.send({ type: "cancel", id: run.id }).catch(() => {});
         worker.interrupt();
         first = await outcome;
         clearTimeout(grace);
@@ -306,6 +309,9 @@ export class Supervisor {
         if (first.kind === "closed") return await loss(`${reason}; worker exited; variables cleared`);
         if (first.kind === "result") {
           const result = await this.fromWorker(run, worker, first.result, stateReset);
+          // The cell ran to its end before the cancel reached it: its effects happened, so the record
+          // says it succeeded rather than claiming a cancel that never took effect.
+          if (first.result.success && !first.result.interrupted) return result;
           return { ...result, success: false, error: reason };
         }
       }
