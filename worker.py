@@ -159,6 +159,7 @@ signal.signal(signal.SIGINT, GATE.handler)
 # =====================================================================================================
 import ast
 import asyncio
+import binascii
 import builtins
 import collections
 import concurrent.futures
@@ -224,6 +225,13 @@ BRIDGE_TIMEOUT_MAX = 3600.0
 TOOL_ERROR_TEXT_MAX = 2_000
 CHECKPOINT_MAX_BYTES = 262_144
 CHECKPOINT_MAX_ENTRIES = 256
+ARTIFACT_MAX_BYTES = 16_777_216
+ARTIFACT_CHUNK_BYTES = 32_768
+ARTIFACT_READ_MAX_BYTES = 65_536
+ARTIFACT_JSON_MAX_DEPTH = 32
+ARTIFACT_JSON_MAX_NODES = 100_000
+ARTIFACT_ERROR_MAX_CHARS = 1_000
+ARTIFACT_FORMATS = ("json", "text", "binary")
 
 REPL_FILENAME_PREFIX = "<repl:"
 NAMESPACE_NAME = "__repl__"
@@ -1697,6 +1705,218 @@ class _Mcp:
 
 
 # =====================================================================================================
+# Artifacts (the artifact helpers and auto-artifacts)
+#
+# A value becomes an artifact by uploading its bytes to the server in chunks (begin, appends at the
+# current size, commit; abort on any failure), through the same bridge as mcp.call, so the upload belongs
+# to the active cell. JSON artifacts are built only from exact builtins, read through type() and C-level
+# container access: a refused value costs no user hook and sends nothing.
+# =====================================================================================================
+class _NotExactJson(ValueError):
+    pass
+
+
+class _ExactJson:
+    def __init__(self):
+        self.nodes = 0
+
+    def convert(self, value, depth):
+        self.nodes += 1
+        if self.nodes > ARTIFACT_JSON_MAX_NODES:
+            raise _NotExactJson("more than %d values" % ARTIFACT_JSON_MAX_NODES)
+        kind = type(value)
+        if value is None or kind is bool:
+            return value
+        if kind is int:
+            if value.bit_length() > PREVIEW_MAX_INT_BITS:
+                raise _NotExactJson("an int over %d bits" % PREVIEW_MAX_INT_BITS)
+            return value
+        if kind is float:
+            if not math.isfinite(value):
+                raise _NotExactJson("a non-finite float")
+            return value
+        if kind is str or kind is ShellResult:
+            return str.__str__(value)
+        if depth >= ARTIFACT_JSON_MAX_DEPTH:
+            raise _NotExactJson("nesting deeper than %d" % ARTIFACT_JSON_MAX_DEPTH)
+        if kind is list or kind is tuple or kind is ReplHistory:
+            return [self.convert(item, depth + 1) for item in value]
+        if kind is dict or kind is _Envelope:
+            converted = {}
+            for key, item in dict.items(value):
+                if type(key) is not str:
+                    raise _NotExactJson("a dict key of type %s" % _type_name(type(key)))
+                converted[key] = self.convert(item, depth + 1)
+            return converted
+        raise _NotExactJson("a value of type %s" % _type_name(kind))
+
+
+def _exact_json_bytes(value):
+    try:
+        converted = _ExactJson().convert(value, 0)
+    except (_NotExactJson, RecursionError, RuntimeError) as exc:
+        # RuntimeError: another thread resized a container while it was being read.
+        raise ValueError(
+            "artifact() stores exact JSON builtins only (None, bool, int, finite float, str, list, tuple, "
+            "dict with str keys, mcp results; depth <= %d, <= %d values); found %s. Pass str or bytes, or "
+            "convert the value first." % (ARTIFACT_JSON_MAX_DEPTH, ARTIFACT_JSON_MAX_NODES, exc)
+        ) from None
+    return json.dumps(converted, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _artifact_bytes(value, format):
+    """(bytes, format) for a value, checked completely before anything is sent."""
+    kind = type(value)
+    if format is None:
+        if kind is bytes or kind is bytearray:
+            format = "binary"
+        elif kind is str or kind is ShellResult:
+            format = "text"
+        else:
+            format = "json"
+    if format == "binary":
+        if kind is not bytes and kind is not bytearray:
+            raise TypeError("a binary artifact takes bytes or bytearray")
+        data = bytes(value)
+    elif format == "text":
+        if kind is not str and kind is not ShellResult:
+            raise TypeError("a text artifact takes a str")
+        try:
+            data = str.__str__(value).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("a text artifact must be valid Unicode (it holds a lone surrogate)") from None
+    elif format == "json":
+        data = _exact_json_bytes(value)
+    else:
+        raise ValueError("format must be 'json', 'text' or 'binary'")
+    if len(data) > ARTIFACT_MAX_BYTES:
+        raise ValueError("Artifact exceeds 16 MiB; write the value to a file instead")
+    return data, format
+
+
+def _upload(data, format):
+    begun = _BRIDGE.request("artifact.begin", {"format": format}, BRIDGE_OPS_WAIT)
+    upload_id = begun["upload_id"]
+    try:
+        view = memoryview(data)
+        for offset in range(0, len(data), ARTIFACT_CHUNK_BYTES):
+            chunk = binascii.b2a_base64(view[offset : offset + ARTIFACT_CHUNK_BYTES], newline=False)
+            params = {"upload_id": upload_id, "offset": offset, "data": chunk.decode("ascii")}
+            _BRIDGE.request("artifact.append", params, BRIDGE_OPS_WAIT)
+        return _BRIDGE.request("artifact.commit", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
+    except BaseException:
+        try:
+            _BRIDGE.request("artifact.abort", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
+        except BaseException:
+            pass  # the server drops unfinished uploads when the cell ends anyway
+        raise
+
+
+def _artifact_id(ref):
+    """An id, or a reference dict holding one."""
+    if (type(ref) is dict or type(ref) is _Envelope) and type(dict.get(ref, "id")) is str:
+        return dict.get(ref, "id")
+    if type(ref) is not str or not ref:
+        raise TypeError("pass an artifact id (str) or the reference dict artifact() returned")
+    return ref
+
+
+def _absolute_path(path):
+    if type(path) is not str and not isinstance(path, os.PathLike):
+        raise TypeError("path must be a str or os.PathLike")
+    return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def _check_int(name, value, low, high):
+    if type(value) is not int or not low <= value <= high:
+        raise ValueError("%s must be an int in %d..%d" % (name, low, high))
+    return value
+
+
+def artifact(value=None, *, path=None, format=None):
+    """Keep a value (bytes → binary, str → text, exact JSON builtins → json) or, with path=, a copy of a
+    file (format default binary) on the server. Returns the reference {id, size, format, sha256, ...}."""
+    if path is not None:
+        if value is not None:
+            raise ValueError("pass a value or path=, not both")
+        format = "binary" if format is None else format
+        if format not in ARTIFACT_FORMATS:
+            raise ValueError("format must be 'json', 'text' or 'binary'")
+        params = {"path": _absolute_path(path), "format": format}
+        return _BRIDGE.request("artifact.create", params, BRIDGE_OPS_WAIT)
+    if value is None:
+        raise ValueError("artifact() needs a value or path=")
+    if format is not None and format not in ARTIFACT_FORMATS:
+        raise ValueError("format must be 'json', 'text' or 'binary'")
+    data, format = _artifact_bytes(value, format)
+    return _upload(data, format)
+
+
+def artifact_read(id, *, offset=0, length=ARTIFACT_READ_MAX_BYTES, encoding="text"):
+    """A range of an artifact: {artifact, offset, length, encoding, content, has_more}."""
+    if encoding not in ("text", "base64", "hex"):
+        raise ValueError("encoding must be 'text', 'base64' or 'hex'")
+    params = {
+        "id": _artifact_id(id),
+        "offset": _check_int("offset", offset, 0, 2**63 - 1),
+        "length": _check_int("length", length, 0, ARTIFACT_READ_MAX_BYTES),
+        "encoding": encoding,
+    }
+    return _BRIDGE.request("artifact.read", params, BRIDGE_OPS_WAIT)
+
+
+def artifact_save(id, path, *, overwrite=False):
+    """Write the artifact's exact bytes to path (SHA-256 checked); replace a file only with overwrite=True."""
+    if type(overwrite) is not bool:
+        raise TypeError("overwrite must be True or False")
+    params = {"id": _artifact_id(id), "path": _absolute_path(path), "overwrite": overwrite}
+    return _BRIDGE.request("artifact.save", params, BRIDGE_OPS_WAIT)
+
+
+def artifact_delete(id):
+    """Delete an artifact now."""
+    return _BRIDGE.request("artifact.drop", {"id": _artifact_id(id)}, BRIDGE_OPS_WAIT)
+
+
+def artifact_forward(id, server, tool, argument, *, format="json", arguments=None):
+    """Send an artifact (<= 512 KiB) as arguments[argument] of a brokered tool; returns its result."""
+    if format not in ("json", "text", "base64"):
+        raise ValueError("format must be 'json', 'text' or 'base64'")
+    if type(tool) is not str or not tool or type(argument) is not str or not argument:
+        raise ValueError("tool and argument must be non-empty strings")
+    params = {"id": _artifact_id(id), "server": _check_server(server), "tool": tool, "argument": argument}
+    params["format"] = format
+    if arguments is not None:
+        if not isinstance(arguments, dict):
+            raise TypeError("arguments must be a dict")
+        params["arguments"] = dict(arguments)
+    return _envelope(_BRIDGE.request("artifact.forward", params, BRIDGE_CALL_TIMEOUT + 1))
+
+
+def _auto_artifact(value):
+    """A shortened trailing value of a kind worth keeping whole: its reference, uploaded now."""
+    data, format = _artifact_bytes(value, None)
+    return _upload(data, format)
+
+
+def _keeps_whole(kind):
+    # Identity, not `in`: comparing types could call a metaclass __eq__.
+    for candidate in (str, ShellResult, bytes, list, tuple, dict, _Envelope):
+        if kind is candidate:
+            return True
+    return False
+
+
+ARTIFACT_HELPERS = {
+    "artifact": artifact,
+    "artifact_read": artifact_read,
+    "artifact_save": artifact_save,
+    "artifact_delete": artifact_delete,
+    "artifact_forward": artifact_forward,
+}
+
+
+# =====================================================================================================
 # Namespace inventory, checkpoint and restore
 #
 # All of these read values through type() and exact-builtin checks only, so no user hook runs, and
@@ -1900,6 +2120,7 @@ def _make_helpers(namespace, sources):
     for name, function in helpers.items():
         function.__qualname__ = name
     helpers["mcp"] = _Mcp()
+    helpers.update(ARTIFACT_HELPERS)
     return helpers
 
 
@@ -2048,6 +2269,8 @@ class _Session:
             result["return_value"] = preview
             if has_value:
                 result["value"] = value
+            elif truncated["return"] and _keeps_whole(type(outcome.value)):
+                self._attach_artifact(result, outcome.value, context)
         exit_code = outcome.exit_code
         outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
         result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
@@ -2060,6 +2283,14 @@ class _Session:
         self._install_helpers()
         self._send_result(run_id, result)
         return fatal is not None
+
+    def _attach_artifact(self, result, value, context):
+        """The whole value goes to the store; a failure is reported beside the result, not as one."""
+        try:
+            result["artifact"] = context.run(_auto_artifact, value)
+        except BaseException as exc:  # a KeyboardInterrupt here must not lose the cell's result
+            message = "%s: %s" % (_type_name(type(exc)), _exception_message(exc))
+            result["artifact_error"] = message[:ARTIFACT_ERROR_MAX_CHARS]
 
     def _run_inventory(self, run_id):
         result = {

@@ -1,6 +1,7 @@
 // Frames a worker sends (see docs/worker-protocol.md). Parsed with valibot at the boundary so the
 // rest of the supervisor works with typed values.
 import * as v from "valibot";
+import { ArtifactReference } from "../artifacts/reference.ts";
 
 export const ReadyFrame = v.object({
   type: v.literal("ready"),
@@ -25,6 +26,9 @@ export const WorkerResult = v.object({
   stderr: v.string(),
   return_value: v.nullable(v.string()),
   value: v.optional(v.unknown()),
+  /** The whole trailing value, kept as an artifact because its preview was shortened. */
+  artifact: v.optional(ArtifactReference),
+  artifact_error: v.optional(v.string()),
   error: v.nullable(v.string()),
   truncated: v.object({
     stdout: v.boolean(),

@@ -1,6 +1,7 @@
 // The execution result every execution tool returns (contract §1.2). The valibot schema is the single
 // source of both the TypeScript type and the published output schema.
 import * as v from "valibot";
+import { ArtifactReference } from "../artifacts/reference.ts";
 
 export const Truncated = v.object({
   stdout: v.boolean(),
@@ -16,6 +17,9 @@ export const ExecutionResult = v.object({
   stderr: v.string(),
   return_value: v.nullable(v.string()),
   value: v.optional(v.unknown()),
+  /** The whole trailing value, kept as an artifact because its preview was shortened. */
+  artifact: v.optional(ArtifactReference),
+  artifact_error: v.optional(v.string()),
   error: v.nullable(v.string()),
   elapsed_ms: v.number(),
   truncated: Truncated,
