@@ -5,6 +5,7 @@ import { ProtocolError } from "../errors.ts";
 import { log } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
 import { render } from "./render.ts";
+import { serveResources } from "./resources.ts";
 import { jsonSchemaOf, parseArguments } from "./schema.ts";
 import { StdioTransport } from "./stdio.ts";
 import { TOOLS } from "./tools/index.ts";
@@ -37,8 +38,12 @@ class MethodNotFound extends Error {
 export async function serveStdio(ctx: ServerContext): Promise<void> {
   const server = new Server(
     { name: NAME, version: VERSION },
-    { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
+    {
+      capabilities: { tools: { listChanged: false }, resources: { listChanged: true } },
+      instructions: INSTRUCTIONS,
+    },
   );
+  serveResources(server, ctx.sessions.artifacts);
 
   // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server.
   server.setRequestHandler(ListToolsRequestSchema, async () => ({

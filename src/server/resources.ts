@@ -1,0 +1,97 @@
+// Artifacts as MCP resources: every artifact is listed with its owner session in the URI, can be read
+// whole when it fits one MCP message, and clients hear when the list changes. Reads go through the same
+// store lookup as the tools, so an id under the wrong session is simply unknown.
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import {
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ReadResourceRequestSchema,
+} from "@modelcontextprotocol/sdk/types.js";
+import { decodeUtf8 } from "../artifacts/content.ts";
+import { ArtifactMessages, type ArtifactReference, MIME_TYPES } from "../artifacts/reference.ts";
+import type { ArtifactStore } from "../artifacts/store.ts";
+import { artifactUri, parseArtifactUri } from "../artifacts/uri.ts";
+import { describe, ReplError } from "../errors.ts";
+import { ARTIFACT_RESOURCE_MAX_BYTES } from "../limits.ts";
+
+/** JSON-RPC codes the MCP specification gives resource reads. */
+const RESOURCE_NOT_FOUND = -32002;
+const INVALID_PARAMS = -32602;
+
+const TOO_LARGE =
+  "Artifact is larger than 512 KiB, too large for one MCP message; read it in ranges with artifact_read " +
+  "(offset, length <= 65536) or write it to a file with artifact_save";
+
+/** An error the SDK sends as a JSON-RPC error with exactly this code and message. */
+function rpcError(code: number, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
+/** The resource description of one artifact; the resource_link block of a result uses it too. */
+export function artifactResource(sessionId: string, reference: ArtifactReference) {
+  return {
+    uri: artifactUri(sessionId, reference.id),
+    name: reference.id,
+    title: `${reference.format} artifact, ${reference.size} bytes`,
+    description:
+      `A ${reference.format} artifact of session ${sessionId} (sha256 ${reference.sha256}). ` +
+      "Read ranges with artifact_read; save it with artifact_save.",
+    mimeType: MIME_TYPES[reference.format],
+    size: reference.size,
+  };
+}
+
+export function serveResources(server: Server, store: ArtifactStore): void {
+  server.setRequestHandler(ListResourcesRequestSchema, async () => ({
+    resources: store.list().map(({ owner, reference }) => artifactResource(owner, reference)),
+  }));
+
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+    resourceTemplates: [
+      {
+        uriTemplate: "repl-mcp://artifacts/{session_id}/{id}",
+        name: "artifact",
+        title: "An artifact of a session",
+        description: "Whole values kept by repl-mcp (large trailing values, artifact() and artifact_create).",
+      },
+    ],
+  }));
+
+  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+    const { uri } = request.params;
+    const address = parseArtifactUri(uri);
+    if (!address) {
+      throw rpcError(
+        INVALID_PARAMS,
+        "Unknown resource URI; artifact URIs look like repl-mcp://artifacts/<session_id>/<artifact id>",
+      );
+    }
+    let whole: Awaited<ReturnType<ArtifactStore["readWhole"]>>;
+    try {
+      whole = await store.readWhole(address.sessionId, address.id, ARTIFACT_RESOURCE_MAX_BYTES, TOO_LARGE);
+    } catch (error) {
+      const message = describe(error);
+      const code = message === ArtifactMessages.unknown ? RESOURCE_NOT_FOUND : INVALID_PARAMS;
+      throw rpcError(code, error instanceof ReplError ? message : "Artifact could not be read");
+    }
+    const { reference, bytes } = whole;
+    const mimeType = MIME_TYPES[reference.format];
+    const text = reference.format === "binary" ? undefined : decodeUtf8(bytes);
+    if (text !== undefined) return { contents: [{ uri, mimeType, text }] };
+    const blob = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+    return { contents: [{ uri, mimeType, blob }] };
+  });
+
+  // A burst of changes (a commit that evicts several) becomes one notification.
+  let pending = false;
+  store.onChange(() => {
+    if (pending) return;
+    pending = true;
+    setTimeout(() => {
+      pending = false;
+      server.sendResourceListChanged().catch(() => {
+        // Not connected yet, or the client is gone: nobody to tell.
+      });
+    }, 0);
+  });
+}
