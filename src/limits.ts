@@ -27,6 +27,17 @@ export const WORKER_EXIT_WAIT_MS = 3_000;
 export const SHUTDOWN_RUNS_WAIT_MS = 5_000;
 
 export const HISTORY_RUNS = 64;
+
+// Live progress (notifications/progress and task status): the newest output shown, and the pace.
+/** The newest output quoted in a progress message: enough for a line or two, small enough to show. */
+export const PROGRESS_OUTPUT_MAX_BYTES = 512;
+/** Output kept per run to find its newest lines; a multiple of the quoted size. */
+export const PROGRESS_TAIL_MAX_BYTES = 4_096;
+/** A silent cell still gets a heartbeat; under 1 s so timer lateness never stretches a gap past 1 s. */
+export const PROGRESS_HEARTBEAT_MS = 750;
+/** At most four notifications a second while output flows. */
+export const PROGRESS_MIN_GAP_MS = 250;
+
 export const RPC_CONCURRENCY = 64;
 
 export const RSS_DEFAULT_MIB = 2_048;

@@ -1,9 +1,14 @@
 // The MCP server: the SDK's low-level Server with our tool table, error model and result rendering.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { type JSONRPCRequest, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type JSONRPCRequest,
+  ListToolsRequestSchema,
+  type ProgressToken,
+} from "@modelcontextprotocol/sdk/types.js";
 import { ProtocolError } from "../errors.ts";
 import { log } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
+import { progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
 import { jsonSchemaOf, parseArguments } from "./schema.ts";
@@ -61,13 +66,20 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
     const tool = TOOLS.find((candidate) => candidate.name === params.name);
     if (!tool) throw new ProtocolError("Unknown tool");
     const args = parseArguments(tool.input, params.arguments);
+    const token = extra._meta?.progressToken;
+    const progress = progressForCall(token, (progress, message) => {
+      const notification = { progressToken: token as ProgressToken, progress, message };
+      extra.sendNotification({ method: "notifications/progress", params: notification }).catch(() => {});
+    });
     try {
-      const value = await tool.handle(args, ctx, { signal: extra.signal });
+      const value = await tool.handle(args, ctx, { signal: extra.signal, onRun: progress.onRun });
       return render(value);
     } catch (error) {
       if (error instanceof ProtocolError) throw error;
       log.debug(`${tool.name} failed`, error);
       return render({ error: (error as Error).message ?? String(error) });
+    } finally {
+      progress.stop();
     }
   };
 

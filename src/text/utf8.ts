@@ -25,3 +25,12 @@ export function cutUtf8(text: string, maxBytes: number): { text: string; cut: bo
   while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--;
   return { text: new TextDecoder().decode(bytes.subarray(0, end)), cut: true };
 }
+
+/** Keeps the last `maxBytes` UTF-8 bytes of `text` (its newest part), starting on a character boundary. */
+export function tailUtf8(text: string, maxBytes: number): string {
+  if (text.length <= maxBytes / 3 || utf8Bytes(text) <= maxBytes) return text;
+  const bytes = encoder.encode(text);
+  let start = bytes.length - maxBytes;
+  while (start < bytes.length && ((bytes[start] ?? 0) & 0xc0) === 0x80) start++;
+  return new TextDecoder().decode(bytes.subarray(start));
+}

@@ -1,8 +1,8 @@
 // One execution attempt while it holds a session's slot: what it is, how far it got, its live output,
 // and the switch that cancels it. The supervisor drives it; tools only read it or pull the switch.
 import { randomUUID } from "node:crypto";
-import { LIVE_STREAM_MAX_BYTES } from "../limits.ts";
-import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
+import { LIVE_STREAM_MAX_BYTES, PROGRESS_OUTPUT_MAX_BYTES, PROGRESS_TAIL_MAX_BYTES } from "../limits.ts";
+import { cutUtf8, tailUtf8, utf8Bytes } from "../text/utf8.ts";
 import type { ExecutionResult } from "./result.ts";
 
 export type RunTask =
@@ -16,6 +16,10 @@ export class ActiveRun {
   status: "starting" | "running" = "starting";
   readonly live = { stdout: "", stderr: "" };
   private readonly liveBytes = { stdout: 0, stderr: 0 };
+  /** The newest output of both streams, kept even after the live buffers are full. */
+  private tail = "";
+  /** Told about every piece of output (progress reporting); they must not throw. */
+  readonly outputListeners = new Set<() => void>();
   /** Set once; the first reason wins (a timeout racing a cancel reports the timeout). */
   cancelReason: string | undefined;
   private readonly controller = new AbortController();
@@ -37,11 +41,24 @@ export class ActiveRun {
   }
 
   appendOutput(stream: "stdout" | "stderr", text: string): void {
+    this.tail = tailUtf8(this.tail + text, PROGRESS_TAIL_MAX_BYTES);
+    for (const listener of this.outputListeners) listener();
     const room = LIVE_STREAM_MAX_BYTES - this.liveBytes[stream];
     if (room <= 0) return;
     const piece = cutUtf8(text, room).text;
     this.live[stream] += piece;
     this.liveBytes[stream] += utf8Bytes(piece);
+  }
+
+  /** One short line for people watching: elapsed seconds and the newest one or two lines of output. */
+  statusMessage(): string {
+    const seconds = (this.elapsedMs() / 1000).toFixed(1);
+    const lines = this.tail.replace(/\s+$/, "").split("\n").slice(-2).join("\n");
+    const newest = tailUtf8(lines, PROGRESS_OUTPUT_MAX_BYTES);
+    const state = this.cancelReason ? "stopping" : this.status;
+    return newest
+      ? `${state}, ${seconds} s; newest output:\n${newest}`
+      : `${state}, ${seconds} s; no output yet`;
   }
 
   elapsedMs(): number {

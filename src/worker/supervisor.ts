@@ -43,6 +43,8 @@ export interface RunRequest {
   signal?: AbortSignal;
   /** Inspections are not kept in the run history. */
   record?: boolean;
+  /** Told about the run as soon as it holds the slot (progress reporting, tasks). */
+  onRun?: (run: ActiveRun) => void;
 }
 
 type Outcome =
@@ -98,6 +100,7 @@ export class Supervisor {
         request.signal?.removeEventListener("abort", onClientCancel);
         if (this.active === run) this.active = undefined;
       });
+    request.onRun?.(run);
     return run;
   }
 

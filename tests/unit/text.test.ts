@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { PREVIEW_TRUNCATED_NOTE, render } from "../../src/server/render.ts";
-import { cutUtf8, utf8Bytes } from "../../src/text/utf8.ts";
+import { cutUtf8, tailUtf8, utf8Bytes } from "../../src/text/utf8.ts";
 
 test("utf8Bytes counts like TextEncoder", () => {
   for (const sample of ["", "ascii", "é", "Ж".repeat(10), "😀x", "\ud800"]) {
@@ -56,4 +56,11 @@ test("long text is cut at 8 KiB with a note; huge results drop the text entirely
     error: null,
   });
   expect(huge.content[0]?.text).toBe("Output presentation omitted; inspect structuredContent.");
+});
+
+test("tailUtf8 keeps the newest bytes and never splits a character", () => {
+  expect(tailUtf8("abcdef", 3)).toBe("def");
+  expect(tailUtf8("ЖЖЖ", 5)).toBe("ЖЖ");
+  expect(tailUtf8("😀😀", 5)).toBe("😀");
+  expect(tailUtf8("short", 512)).toBe("short");
 });

@@ -7,10 +7,27 @@ import { utf8Bytes } from "../../text/utf8.ts";
 import { ExecutionResult } from "../../worker/result.ts";
 import { jsonSchemaOf } from "../schema.ts";
 import { ExpectedGeneration, SessionId, Timeout } from "./common.ts";
-import { defineTool } from "./tool.ts";
+import { defineTool, type RunPlan, type ServerContext, type ToolCall } from "./tool.ts";
 
 const EXECUTION_OUTPUT = jsonSchemaOf(ExecutionResult);
 const WRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
+
+const CellInput = v.strictObject({
+  code: v.pipe(v.string(), v.maxLength(CODE_MAX_BYTES), v.description("Python source of the cell")),
+  session_id: v.optional(SessionId),
+  expected_generation: ExpectedGeneration,
+  reset: v.optional(v.pipe(v.boolean(), v.description("Restart the worker before running")), false),
+  timeout: Timeout,
+});
+
+const FileInput = v.strictObject({
+  session_id: SessionId,
+  path: v.pipe(v.string(), v.minLength(1), v.description("The file to run")),
+  argv: v.optional(v.pipe(v.array(v.string()), v.maxLength(ARGV_MAX_ITEMS)), []),
+  mode: v.optional(v.picklist(["persistent", "fresh"]), "persistent"),
+  timeout: Timeout,
+  expected_generation: ExpectedGeneration,
+});
 
 export const executePython = defineTool({
   name: "execute_python",
@@ -21,25 +38,11 @@ export const executePython = defineTool({
     "for tools of MCP servers the user granted, sh() for shell commands, and checkpoint()/restore(). timeout is 0.01..3600 s (default 120); code is at most 256 KiB. reset=true " +
     "restarts the worker, clearing variables, cwd and environment changes. For long work use python_start. " +
     "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
-  input: v.strictObject({
-    code: v.pipe(v.string(), v.maxLength(CODE_MAX_BYTES), v.description("Python source of the cell")),
-    session_id: v.optional(SessionId),
-    expected_generation: ExpectedGeneration,
-    reset: v.optional(v.pipe(v.boolean(), v.description("Restart the worker before running")), false),
-    timeout: Timeout,
-  }),
+  input: CellInput,
   output: EXECUTION_OUTPUT,
   annotations: WRITES,
-  async handle(args, ctx, call) {
-    const session = ctx.sessions.route(args.session_id);
-    return session.supervisor.execute({
-      task: { kind: "cell", code: args.code },
-      timeoutSeconds: args.timeout,
-      reset: args.reset,
-      expectedGeneration: args.expected_generation,
-      signal: call.signal,
-    });
-  },
+  plan: planCell,
+  handle: async (args, ctx, call) => runToEnd(planCell(args, ctx), call),
 });
 
 export const pythonExecuteFile = defineTool({
@@ -49,35 +52,47 @@ export const pythonExecuteFile = defineTool({
     "resolves against the session's project. mode=persistent runs in the session namespace (variables it " +
     "sets stay); mode=fresh runs in a separate worker of the same environment and leaves the namespace " +
     "alone. sys.exit(N) is reported as exit_code. Poll or cancel it with python_run/python_cancel.",
-  input: v.strictObject({
-    session_id: SessionId,
-    path: v.pipe(v.string(), v.minLength(1), v.description("The file to run")),
-    argv: v.optional(v.pipe(v.array(v.string()), v.maxLength(ARGV_MAX_ITEMS)), []),
-    mode: v.optional(v.picklist(["persistent", "fresh"]), "persistent"),
-    timeout: Timeout,
-    expected_generation: ExpectedGeneration,
-  }),
+  input: FileInput,
   output: EXECUTION_OUTPUT,
   annotations: WRITES,
-  async handle(args, ctx, call) {
-    const session = ctx.sessions.route(args.session_id);
-    const path = resolve(session.project, args.path);
-    const task = { kind: "file" as const, path, argv: args.argv, mode: args.mode };
-    if (args.argv.reduce((bytes, arg) => bytes + utf8Bytes(arg), 0) > ARGV_MAX_BYTES) {
-      return session.supervisor.refusal(task, "argv is limited to 128 strings and 32 KiB in all");
-    }
-    if (!isRegularFile(path)) {
-      return session.supervisor.refusal(task, `Python file not found or not a regular file: ${path}`);
-    }
-    return session.supervisor.execute({
-      task,
-      timeoutSeconds: args.timeout,
-      reset: false,
-      expectedGeneration: args.expected_generation,
-      signal: call.signal,
-    });
-  },
+  plan: planFile,
+  handle: async (args, ctx, call) => runToEnd(planFile(args, ctx), call),
 });
+
+function planCell(args: v.InferOutput<typeof CellInput>, ctx: ServerContext): RunPlan {
+  const session = ctx.sessions.route(args.session_id);
+  const request = {
+    task: { kind: "cell" as const, code: args.code },
+    timeoutSeconds: args.timeout,
+    reset: args.reset,
+    expectedGeneration: args.expected_generation,
+  };
+  return { session, request };
+}
+
+function planFile(args: v.InferOutput<typeof FileInput>, ctx: ServerContext): RunPlan {
+  const session = ctx.sessions.route(args.session_id);
+  const path = resolve(session.project, args.path);
+  const task = { kind: "file" as const, path, argv: args.argv, mode: args.mode };
+  const refuse = (error: string) => ({ session, refusal: session.supervisor.refusal(task, error) });
+  if (args.argv.reduce((bytes, arg) => bytes + utf8Bytes(arg), 0) > ARGV_MAX_BYTES) {
+    return refuse("argv is limited to 128 strings and 32 KiB in all");
+  }
+  if (!isRegularFile(path)) return refuse(`Python file not found or not a regular file: ${path}`);
+  const request = {
+    task,
+    timeoutSeconds: args.timeout,
+    reset: false,
+    expectedGeneration: args.expected_generation,
+  };
+  return { session, request };
+}
+
+/** The plain (non-task) call: run in the session's slot and answer with the final result. */
+function runToEnd(plan: RunPlan, call: ToolCall): Promise<Record<string, unknown>> {
+  if (plan.refusal) return Promise.resolve(plan.refusal);
+  return plan.session.supervisor.execute({ ...plan.request, signal: call.signal, onRun: call.onRun });
+}
 
 function isRegularFile(path: string): boolean {
   try {
