@@ -38,6 +38,16 @@ export const PROGRESS_HEARTBEAT_MS = 750;
 /** At most four notifications a second while output flows. */
 export const PROGRESS_MIN_GAP_MS = 250;
 
+// MCP tasks: a task lives as long as its run stays in the session's run history and its ttl allows.
+/** Retention when the client asks for no particular ttl. */
+export const TASK_TTL_DEFAULT_MS = 3_600_000;
+/** How often clients are asked to poll tasks/get. */
+export const TASK_POLL_INTERVAL_MS = 500;
+/** tasks/list page size. */
+export const TASK_LIST_PAGE_SIZE = 20;
+/** Tasks remembered across all sessions (refused calls have no run history to bound them). */
+export const TASKS_MAX = 1_024;
+
 export const RPC_CONCURRENCY = 64;
 
 export const RSS_DEFAULT_MIB = 2_048;

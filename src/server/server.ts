@@ -1,20 +1,26 @@
 // The MCP server: the SDK's low-level Server with our tool table, error model and result rendering.
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
+  CancelTaskRequestSchema,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
   type JSONRPCRequest,
+  ListTasksRequestSchema,
   ListToolsRequestSchema,
   type ProgressToken,
+  type TaskCreationParams,
 } from "@modelcontextprotocol/sdk/types.js";
 import { ProtocolError } from "../errors.ts";
 import { log } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
-import { progressForCall } from "./progress.ts";
+import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
 import { jsonSchemaOf, parseArguments } from "./schema.ts";
 import { StdioTransport } from "./stdio.ts";
+import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
-import type { ServerContext } from "./tools/tool.ts";
+import type { RunPlan, ServerContext } from "./tools/tool.ts";
 
 const INSTRUCTIONS =
   "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +
@@ -31,7 +37,15 @@ const listing = TOOLS.map((tool) => ({
   inputSchema: jsonSchemaOf(tool.input),
   outputSchema: tool.output,
   annotations: tool.annotations,
+  // Execution tools may also run as MCP tasks; the others answer quickly and stay plain calls.
+  ...(tool.plan ? { execution: { taskSupport: "optional" as const } } : {}),
 }));
+
+const CAPABILITIES = {
+  tools: { listChanged: false },
+  resources: { listChanged: true },
+  tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+};
 
 class MethodNotFound extends Error {
   readonly code = -32601;
@@ -43,12 +57,10 @@ class MethodNotFound extends Error {
 export async function serveStdio(ctx: ServerContext): Promise<void> {
   const server = new Server(
     { name: NAME, version: VERSION },
-    {
-      capabilities: { tools: { listChanged: false }, resources: { listChanged: true } },
-      instructions: INSTRUCTIONS,
-    },
+    { capabilities: CAPABILITIES, instructions: INSTRUCTIONS },
   );
   serveResources(server, ctx.sessions.artifacts);
+  const tasks = new TaskBoard(render);
 
   // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server.
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
@@ -62,7 +74,11 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
   // Here every argument failure is the contract's -32602 "Invalid arguments at <pointer>".
   server.fallbackRequestHandler = async (request: JSONRPCRequest, extra) => {
     if (request.method !== "tools/call") throw new MethodNotFound();
-    const params = (request.params ?? {}) as { name?: unknown; arguments?: unknown };
+    const params = (request.params ?? {}) as {
+      name?: unknown;
+      arguments?: unknown;
+      task?: TaskCreationParams;
+    };
     const tool = TOOLS.find((candidate) => candidate.name === params.name);
     if (!tool) throw new ProtocolError("Unknown tool");
     const args = parseArguments(tool.input, params.arguments);
@@ -71,6 +87,10 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
       const notification = { progressToken: token as ProgressToken, progress, message };
       extra.sendNotification({ method: "notifications/progress", params: notification }).catch(() => {});
     });
+    if (params.task) {
+      if (!tool.plan) throw new ProtocolError(`${tool.name} does not run as a task; call it without "task"`);
+      return { task: startTask(tasks, () => tool.plan?.(args, ctx), params.task.ttl, progress) };
+    }
     try {
       const value = await tool.handle(args, ctx, { signal: extra.signal, onRun: progress.onRun });
       return render(value);
@@ -83,10 +103,35 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
     }
   };
 
+  server.setRequestHandler(GetTaskRequestSchema, async (request) => tasks.get(request.params.taskId));
+  server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) =>
+    tasks.result(request.params.taskId, extra.signal),
+  );
+  server.setRequestHandler(ListTasksRequestSchema, async (request) => tasks.list(request.params?.cursor));
+  server.setRequestHandler(CancelTaskRequestSchema, async (request) => tasks.cancel(request.params.taskId));
+
   const transport = new StdioTransport();
   const closed = new Promise<void>((resolve) => {
     server.onclose = () => resolve();
   });
   await server.connect(transport);
   await closed;
+}
+
+/** Plans and starts a task; a failure while planning (other than a protocol error) is a failed task. */
+function startTask(
+  tasks: TaskBoard,
+  plan: () => RunPlan | undefined,
+  ttlMs: number | undefined,
+  progress: CallProgress,
+) {
+  let planned: RunPlan | undefined;
+  try {
+    planned = plan();
+  } catch (error) {
+    if (error instanceof ProtocolError) throw error;
+    return tasks.failed({ error: (error as Error).message ?? String(error) }, ttlMs);
+  }
+  if (!planned) throw new ProtocolError("This tool does not run as a task");
+  return tasks.start(planned, ttlMs, progress.onRun);
 }
