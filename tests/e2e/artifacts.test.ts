@@ -225,6 +225,22 @@ describe("the store", () => {
     ).toBe(UNKNOWN);
   }, 30_000);
 
+  test("whole-content jobs are bounded: a burst of big imports gets clear retry errors, never a queue", async () => {
+    const { harness, sid } = await start();
+    writeFileSync(join(harness.project, "max.bin"), Buffer.alloc(16 * MiB, 1));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, () => create(harness, sid, "max.bin", "binary")),
+    );
+    const refused = results.filter((result) => "error" in result);
+    expect(refused.length).toBeGreaterThan(0);
+    for (const result of refused) {
+      expect(result.error).toBe("Artifact I/O capacity exhausted; retry after active jobs complete");
+    }
+    expect(results.length - refused.length).toBeGreaterThanOrEqual(4);
+    // Once the burst is over, the next import works.
+    expect((await create(harness, sid, "max.bin", "binary")).size).toBe(16 * MiB);
+  }, 60_000);
+
   test("output schemas validate real success and error payloads", async () => {
     const { harness, sid } = await start({
       peer: { command: process.execPath, args: [STDIO_PEER] },
@@ -375,6 +391,27 @@ describe("forwarding", () => {
     await Bun.sleep(2_500);
     expect(existsSync(marker)).toBe(false);
     expect(await journal(harness)).toEqual([["slow_write", "outcome_unknown"]]);
+  }, 30_000);
+
+  test("a forward stopped before it was sent says so, and journals nothing", async () => {
+    // A peer that never answers initialize: the forward waits in connect, before any dispatch.
+    const { harness } = await start({ mute: { command: "sleep", args: ["30"] } });
+    const opened = (await harness.call("python_session_open", { name: "s", project: harness.project }))
+      .structuredContent;
+    writeFileSync(join(harness.project, "v.json"), "[1]");
+    const ref = await create(harness, opened.session_id, "v.json", "json");
+    const pending = harness.call("artifact_forward", {
+      session_id: opened.session_id,
+      id: ref.id,
+      server: "mute",
+      tool: "anything",
+      argument: "payload",
+    });
+    await Bun.sleep(500);
+    await harness.call("python_session_close", { session_id: opened.session_id });
+    const result = await pending;
+    expect(result.structuredContent.error).toBe("Forwarding cancelled before dispatch");
+    expect(await journal(harness)).toEqual([]);
   }, 30_000);
 
   test("closing the session during a forward reports it and journals outcome_unknown", async () => {
