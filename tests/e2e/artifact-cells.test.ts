@@ -116,10 +116,17 @@ describe("auto-artifacts", () => {
     expect((await read({ offset: 1, length: 2, encoding: "base64" })).content).toBe("ltA=");
   }, 30_000);
 
-  test("bytes and mcp-result-sized values become artifacts; custom objects and short values do not", async () => {
+  test("bytes and long mcp results become artifacts; custom objects and short values do not", async () => {
     const { harness } = await start();
     const bytes = await harness.run("bytes(range(256)) * 200");
     expect(bytes.artifact).toMatchObject({ format: "binary", size: 51_200 });
+    // An mcp.call result (the bridge's envelope type) whose text is too long to preview.
+    const envelope = await harness.run(
+      "import sys\nsys.modules['__main__']._Envelope(content=[{'type': 'text', 'text': 'y' * 3000}])",
+    );
+    expect(envelope.artifact.format).toBe("json");
+    const stored = await harness.run(`artifact_read(${JSON.stringify(envelope.artifact.id)})['content']`);
+    expect(JSON.parse(stored.value)).toEqual({ content: [{ type: "text", text: "y".repeat(3000) }] });
     const short = await harness.run("'x' * 10");
     expect(short.value).toBe("xxxxxxxxxx");
     expect(short.artifact).toBeUndefined();
@@ -211,6 +218,38 @@ describe("helpers in cells", () => {
     );
     expect(again.error).toContain("Artifact upload capacity exhausted");
     expect((await harness.run("artifact('fits again')['size']")).value).toBe(10);
+  }, 30_000);
+
+  test("an upload that fails part-way is aborted before the error reaches the cell", async () => {
+    const { harness } = await start();
+    const out = await harness.run(
+      [
+        "import sys",
+        "w = sys.modules['__main__']",
+        "real = w._BRIDGE.request",
+        "ops = []",
+        "def flaky(op, params, wait):",
+        "    ops.append(op)",
+        "    if op == 'artifact.append' and params['offset'] > 0:",
+        "        raise OSError('link dropped')",
+        "    return real(op, params, wait)",
+        "w._BRIDGE.request = flaky",
+        "try:",
+        "    artifact(b'x' * 100000)",
+        "except OSError as e:",
+        "    error = str(e)",
+        "finally:",
+        "    w._BRIDGE.request = real",
+        "# The aborted upload no longer takes a slot: four new ones fit.",
+        "slots = [real('artifact.begin', {'format': 'binary'}, 5)['chunk_bytes'] for _ in range(4)]",
+        "[error, ops, slots]",
+      ].join("\n"),
+    );
+    expect(out.value).toEqual([
+      "link dropped",
+      ["artifact.begin", "artifact.append", "artifact.append", "artifact.abort"],
+      [32_768, 32_768, 32_768, 32_768],
+    ]);
   }, 30_000);
 
   test("artifact_forward from a cell goes through the broker; a tool error raises ToolError", async () => {
