@@ -28,8 +28,10 @@ const INSTRUCTIONS =
   "python_health for diagnostics (it never starts Python), python_start with python_run/python_cancel for " +
   "long work, and python_session_open for independent sessions on other projects. Inside cells, the mcp " +
   "helper calls tools of MCP servers the user configured for this broker only: mcp.call returns the full " +
-  "result envelope and mcp.text extracts its text. A timeout or cancellation stops a cell, but effects it " +
-  "already had on the outside world stay.";
+  "result envelope and mcp.text extracts its text. A trailing value too large to preview is kept whole as " +
+  "an artifact: read it in ranges with artifact_read, save it with artifact_save or send it to another " +
+  "server with artifact_forward instead of printing it. A timeout or cancellation stops a cell, but " +
+  "effects it already had on the outside world stay.";
 
 const listing = TOOLS.map((tool) => ({
   name: tool.name,

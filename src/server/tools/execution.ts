@@ -34,7 +34,8 @@ export const executePython = defineTool({
   description:
     "Run Python in a persistent, trusted local worker with full host access (not a sandbox). Variables, " +
     "imports and the asyncio loop survive between calls; top-level await works; the trailing expression's " +
-    "value is returned as a safe preview that never calls your __repr__. Cells have mcp.call()/mcp.acall() " +
+    "value is returned as a safe preview that never calls your __repr__ (a value too large for it comes " +
+    "back as an artifact reference: use artifact_read). Cells have mcp.call()/mcp.acall(), artifact() " +
     "for tools of MCP servers the user granted, sh() for shell commands, and checkpoint()/restore(). timeout is 0.01..3600 s (default 120); code is at most 256 KiB. reset=true " +
     "restarts the worker, clearing variables, cwd and environment changes. For long work use python_start. " +
     "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
