@@ -1,5 +1,9 @@
 // Plain process helpers: timing a short-lived command, running one for its output, compiling a reference.
 import { closeSync } from "node:fs";
+import { COMPILE_FLAGS } from "../../release/build.ts";
+
+/** The flags release/build.ts compiles the product with; the reference gets exactly the same. */
+export { COMPILE_FLAGS };
 
 /** Milliseconds from spawn to exit of a command whose output is discarded; throws if it fails. */
 export async function timeCommand(argv: string[], env: Record<string, string>): Promise<number> {
@@ -19,14 +23,6 @@ export function output(argv: string[], env: Record<string, string>, cwd?: string
   }
   return result.stdout.toString().trim();
 }
-
-/** The flags release/build.ts compiles the product with; the reference gets exactly the same. */
-export const COMPILE_FLAGS = [
-  "--compile",
-  "--no-compile-autoload-dotenv",
-  "--no-compile-autoload-bunfig",
-  "--splitting",
-];
 
 /** Compiles `entry` into a standalone binary with this Bun; run from the checkout so the SDK resolves. */
 export function compileBinary(entry: string, outfile: string, root: string): void {
