@@ -1,7 +1,8 @@
-// The four measurements. Each one interleaves the contenders (rotating who goes first) so drift in the
+// The four core measurements. Each one interleaves the contenders (rotating who goes first) so drift in the
 // machine's load or clock affects them alike, and discards warm-up rounds.
+import { LoneEvalLoop, LoneWorker } from "./lib/line-child.ts";
 import { type Served, type ServerSpec, start, textOf, withServer } from "./lib/mcp.ts";
-import { childrenOf, parentOf, rssKiB } from "./lib/proc.ts";
+import { childrenOf, parentOf, pssKiB, rssKiB, type TreeMemory, treeMemory } from "./lib/proc.ts";
 import { timeCommand, timeGuardian } from "./lib/spawn.ts";
 
 export interface Contenders {
@@ -19,24 +20,26 @@ export interface Contenders {
   env: Record<string, string>;
   /** For the first-cell anatomy: the binary (its guardian mode), worker.py and the floor's eval loop. */
   binary: string;
-  workerScript: string | undefined;
+  workerScript: string;
   evalLoopScript: string;
+  /** The project directory every contender runs in. */
+  cwd: string;
 }
 
-const CELL = { code: "1+1" };
-const SETTLE_MS = 300;
+export const CELL = { code: "1+1" };
+export const SETTLE_MS = 300;
 
-function rotate<T>(items: readonly T[], by: number): T[] {
+export function rotate<T>(items: readonly T[], by: number): T[] {
   const shift = by % items.length;
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
 
-function expectTwo(text: string, label: string): void {
+export function expectTwo(text: string, label: string): void {
   if (/(^|\s)2$/.test(text.trim())) return;
   throw new Error(`${label}: 1+1 answered ${JSON.stringify(text.slice(0, 200))}`);
 }
 
-function progress(message: string): void {
+export function progress(message: string): void {
   process.stderr.write(`bench: ${message}\n`);
 }
 
@@ -80,8 +83,36 @@ export interface FirstCellResult {
   pythonPassOnPath: number[];
   /** Pieces started alone: a guardian (start → exit on lifeline EOF), worker.py and the eval loop. */
   guardian: number[];
-  workerAlone: number[];
+  workerAlone: LoneFirstCell[];
   evalLoopAlone: number[];
+}
+
+/** worker.py driven alone over pipes: spawn → ready frame, then ready → the first 1+1 result. */
+export interface LoneFirstCell {
+  ready: number;
+  cell: number;
+}
+
+async function workerFirstCell(c: Contenders): Promise<LoneFirstCell> {
+  const { worker, readyMs } = await LoneWorker.start(c.python, c.workerScript, c.env, c.cwd);
+  try {
+    const began = performance.now();
+    expectTwo(String((await worker.execute(CELL.code)).return_value), "worker.py alone");
+    return { ready: readyMs, cell: performance.now() - began };
+  } finally {
+    await worker.child.stop();
+  }
+}
+
+async function evalLoopFirstCell(c: Contenders): Promise<number> {
+  const began = performance.now();
+  const loop = LoneEvalLoop.start(c.python, c.evalLoopScript, c.env, c.cwd);
+  try {
+    expectTwo(String((await loop.execute(CELL.code)).value), "eval loop alone");
+    return performance.now() - began;
+  } finally {
+    await loop.child.stop();
+  }
 }
 
 async function firstCell(spec: ServerSpec): Promise<FirstCellSample> {
@@ -109,23 +140,21 @@ export async function firstCellLatency(
     workerAlone: [],
     evalLoopAlone: [],
   };
-  const { workerScript } = c;
-  // stdin is /dev/null for the lone Python pieces: each starts, sees end of input and exits.
-  const variants: [keyof FirstCellResult, () => Promise<FirstCellSample | number>][] = [
+  const variants: [keyof FirstCellResult, () => Promise<FirstCellSample | LoneFirstCell | number>][] = [
     ["repl", () => firstCell(c.repl)],
     ["floor", () => firstCell(c.floor)],
     ["pythonPass", () => timeCommand([c.python, "-c", "pass"], c.env)],
     ["replOnPath", () => firstCell(c.replOnPath)],
     ["pythonPassOnPath", () => timeCommand([c.pythonOnPath, "-c", "pass"], c.env)],
     ["guardian", () => timeGuardian(c.binary, c.env)],
-    ["evalLoopAlone", () => timeCommand([c.python, c.evalLoopScript], c.env)],
+    ["evalLoopAlone", () => evalLoopFirstCell(c)],
+    ["workerAlone", () => workerFirstCell(c)],
   ];
-  if (workerScript) variants.push(["workerAlone", () => timeCommand([c.python, "-u", workerScript], c.env)]);
   progress(`first cell: ${rounds} interleaved rounds of ${variants.length} variants (+${warmup} warm-up)`);
   for (let round = 0; round < warmup + rounds; round++) {
     for (const [key, run] of rotate(variants, round)) {
       const sample = await run();
-      if (round >= warmup) (result[key] as (FirstCellSample | number)[]).push(sample);
+      if (round >= warmup) (result[key] as (FirstCellSample | LoneFirstCell | number)[]).push(sample);
       await Bun.sleep(10);
     }
   }
@@ -135,30 +164,38 @@ export async function firstCellLatency(
 // ---------------------------------------------------------------------------------------------------
 // 2. warm round trips, back-to-back and paced
 
-interface Target {
+export interface Target {
   key: string;
-  served: Served;
-  tool: string;
-  args: Record<string, unknown>;
+  call: () => Promise<unknown>;
 }
+
+export const toolCall = (
+  key: string,
+  served: Served,
+  tool: string,
+  args: Record<string, unknown> = {},
+): Target => ({
+  key,
+  call: () => served.call(tool, args),
+});
 
 export interface WarmResult {
   backToBack: Record<string, number[]>;
   paced: Record<string, number[]>;
-  /** RSS of the long-lived contenders once all warm calls are done. */
-  after: { cells: number; repl: ReplRss; floor: FloorRss };
+  /** Memory of the long-lived contenders once all warm calls are done. */
+  after: { cells: number; repl: ReplMemory; floor: FloorMemory };
 }
 
 async function timedCalls(target: Target, count: number, idleMs: number, into: number[]): Promise<void> {
   for (let i = 0; i < count; i++) {
     if (idleMs > 0) await Bun.sleep(idleMs);
     const started = performance.now();
-    await target.served.call(target.tool, target.args);
+    await target.call();
     into.push(performance.now() - started);
   }
 }
 
-async function interleaved(
+export async function interleaved(
   targets: Target[],
   blocks: number,
   perBlock: number,
@@ -184,52 +221,75 @@ export async function warmRoundTrips(
   const repl = (await start(c.repl)).served;
   const floor = (await start(c.floor)).served;
   const mcp = (await start(c.trivial)).served;
+  const { worker } = await LoneWorker.start(c.python, c.workerScript, c.env, c.cwd);
+  const evalLoop = LoneEvalLoop.start(c.python, c.evalLoopScript, c.env, c.cwd);
   try {
-    const replCell: Target = { key: "repl", served: repl, tool: "execute_python", args: CELL };
-    const floorCell: Target = { key: "floor", served: floor, tool: "execute_python", args: CELL };
-    const noop: Target = { key: "mcp", served: mcp, tool: "noop", args: {} };
-    const health: Target = { key: "health", served: repl, tool: "python_health", args: {} };
+    const replCell = toolCall("repl", repl, "execute_python", CELL);
+    const floorCell = toolCall("floor", floor, "execute_python", CELL);
+    const noop = toolCall("mcp", mcp, "noop");
+    const health = toolCall("health", repl, "python_health");
+    const workerCell: Target = { key: "worker", call: () => worker.execute(CELL.code) };
+    const evalCell: Target = { key: "evalLoop", call: () => evalLoop.execute(CELL.code) };
+    const all = [replCell, floorCell, noop, health, workerCell, evalCell];
 
     expectTwo(textOf(await repl.call("execute_python", CELL)), "repl-mcp");
     expectTwo(textOf(await floor.call("execute_python", CELL)), "composed floor");
-    for (const target of [replCell, floorCell, noop, health]) await timedCalls(target, plan.warmup, 0, []);
+    expectTwo(String((await worker.execute(CELL.code)).return_value), "worker.py alone");
+    expectTwo(String((await evalLoop.execute(CELL.code)).value), "eval loop alone");
+    for (const target of all) await timedCalls(target, plan.warmup, 0, []);
 
-    const backToBack = await interleaved([replCell, floorCell, noop, health], plan.blocks, plan.perBlock, 0);
-    const paced = await interleaved([replCell, floorCell, noop], plan.pacedBlocks, plan.pacedPerBlock, 20);
+    const backToBack = await interleaved(all, plan.blocks, plan.perBlock, 0);
+    const paced = await interleaved(
+      [replCell, floorCell, noop, workerCell, evalCell],
+      plan.pacedBlocks,
+      plan.pacedPerBlock,
+      20,
+    );
     const cells = 1 + plan.warmup + plan.blocks * plan.perBlock + plan.pacedBlocks * plan.pacedPerBlock;
     await Bun.sleep(SETTLE_MS);
-    return { backToBack, paced, after: { cells, repl: await replRss(repl), floor: floorRss(floor) } };
+    return { backToBack, paced, after: { cells, repl: await replMemory(repl), floor: floorMemory(floor) } };
   } finally {
-    await Promise.all([repl.stop(), floor.stop(), mcp.stop()]);
+    await Promise.all([repl.stop(), floor.stop(), mcp.stop(), worker.child.stop(), evalLoop.child.stop()]);
   }
 }
 
 // ---------------------------------------------------------------------------------------------------
-// 4. resident memory
+// 4. memory: PSS (the target) and RSS (reported) per process and over the whole tree
 
-export interface ReplRss {
-  server: number | undefined;
-  guardian: number | undefined;
-  worker: number | undefined;
+export interface ReplMemory {
+  server: ProcessMemory;
+  guardian: ProcessMemory;
+  worker: ProcessMemory;
+  tree: TreeMemory;
 }
 
-export interface FloorRss {
-  server: number | undefined;
-  python: number | undefined;
+export interface FloorMemory {
+  server: ProcessMemory;
+  python: ProcessMemory;
+  tree: TreeMemory;
 }
 
-export interface RssResult {
-  replIdle: number[];
-  trivialIdle: number[];
-  floorIdle: number[];
-  replOneCell: ReplRss[];
-  replHundredCells: ReplRss[];
-  floorOneCell: FloorRss[];
-  floorHundredCells: FloorRss[];
+export interface ProcessMemory {
+  pss: number | undefined;
+  rss: number | undefined;
+}
+
+export interface MemoryResult {
+  replIdle: TreeMemory[];
+  trivialIdle: TreeMemory[];
+  floorIdle: TreeMemory[];
+  replOneCell: ReplMemory[];
+  replHundredCells: ReplMemory[];
+  floorOneCell: FloorMemory[];
+  floorHundredCells: FloorMemory[];
+}
+
+function processMemory(pid: number | undefined): ProcessMemory {
+  return pid === undefined ? { pss: undefined, rss: undefined } : { pss: pssKiB(pid), rss: rssKiB(pid) };
 }
 
 /** Worker pid from python_health; the guardian is its parent (and a child of the server). */
-async function replRss(served: Served): Promise<ReplRss> {
+async function replMemory(served: Served): Promise<ReplMemory> {
   const health = await served.call("python_health");
   const structured = health.structuredContent as
     | { server?: { python?: { pid?: number } | null } }
@@ -240,24 +300,28 @@ async function replRss(served: Served): Promise<ReplRss> {
     guardian = childrenOf(served.pid)[0];
   }
   return {
-    server: rssKiB(served.pid),
-    guardian: guardian === undefined ? undefined : rssKiB(guardian),
-    worker: worker === undefined ? undefined : rssKiB(worker),
+    server: processMemory(served.pid),
+    guardian: processMemory(guardian),
+    worker: processMemory(worker),
+    tree: treeMemory(served.pid),
   };
 }
 
-function floorRss(served: Served): FloorRss {
-  const python = childrenOf(served.pid)[0];
-  return { server: rssKiB(served.pid), python: python === undefined ? undefined : rssKiB(python) };
+function floorMemory(served: Served): FloorMemory {
+  return {
+    server: processMemory(served.pid),
+    python: processMemory(childrenOf(served.pid)[0]),
+    tree: treeMemory(served.pid),
+  };
 }
 
 async function cells(served: Served, count: number): Promise<void> {
   for (let i = 0; i < count; i++) await served.call("execute_python", CELL);
 }
 
-export async function residentMemory(c: Contenders, rounds: number): Promise<RssResult> {
-  progress(`resident memory: ${rounds} interleaved rounds`);
-  const result: RssResult = {
+export async function memory(c: Contenders, rounds: number): Promise<MemoryResult> {
+  progress(`memory: ${rounds} interleaved rounds`);
+  const result: MemoryResult = {
     replIdle: [],
     trivialIdle: [],
     floorIdle: [],
@@ -266,36 +330,33 @@ export async function residentMemory(c: Contenders, rounds: number): Promise<Rss
     floorOneCell: [],
     floorHundredCells: [],
   };
+  const settled = async <T>(read: () => T | Promise<T>): Promise<T> => {
+    await Bun.sleep(SETTLE_MS);
+    return read();
+  };
   const measurements: (() => Promise<void>)[] = [
     () =>
       withServer(c.repl, async (served) => {
         await served.call("python_health");
-        await Bun.sleep(SETTLE_MS);
-        result.replIdle.push(rssKiB(served.pid) ?? Number.NaN);
+        result.replIdle.push(await settled(() => treeMemory(served.pid)));
         await cells(served, 1);
-        await Bun.sleep(SETTLE_MS);
-        result.replOneCell.push(await replRss(served));
+        result.replOneCell.push(await settled(() => replMemory(served)));
         await cells(served, 99);
-        await Bun.sleep(SETTLE_MS);
-        result.replHundredCells.push(await replRss(served));
+        result.replHundredCells.push(await settled(() => replMemory(served)));
       }),
     () =>
       withServer(c.trivial, async (served) => {
         await served.call("noop");
-        await Bun.sleep(SETTLE_MS);
-        result.trivialIdle.push(rssKiB(served.pid) ?? Number.NaN);
+        result.trivialIdle.push(await settled(() => treeMemory(served.pid)));
       }),
     () =>
       withServer(c.floor, async (served) => {
         await served.call("noop");
-        await Bun.sleep(SETTLE_MS);
-        result.floorIdle.push(rssKiB(served.pid) ?? Number.NaN);
+        result.floorIdle.push(await settled(() => treeMemory(served.pid)));
         await cells(served, 1);
-        await Bun.sleep(SETTLE_MS);
-        result.floorOneCell.push(floorRss(served));
+        result.floorOneCell.push(await settled(() => floorMemory(served)));
         await cells(served, 99);
-        await Bun.sleep(SETTLE_MS);
-        result.floorHundredCells.push(floorRss(served));
+        result.floorHundredCells.push(await settled(() => floorMemory(served)));
       }),
   ];
   for (let round = 0; round < rounds; round++) {

@@ -20,20 +20,17 @@ import { release, tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { leftovers, type ServerSpec, stopAll, withServer } from "./lib/mcp.ts";
 import { COMPILE_FLAGS, cleanEnv, compileBinary, output } from "./lib/spawn.ts";
-import {
-  type Contenders,
-  firstCellLatency,
-  residentMemory,
-  spawnToInitialize,
-  warmRoundTrips,
-} from "./phases.ts";
+import { type Contenders, firstCellLatency, memory, spawnToInitialize, warmRoundTrips } from "./phases.ts";
 import { type Header, render } from "./report.ts";
+import { extraSessions, growth } from "./scaling.ts";
 
 const PLAN = {
   spawn: { rounds: 30, warmup: 2 },
   firstCell: { rounds: 12, warmup: 1 },
   warm: { warmup: 50, blocks: 30, perBlock: 10, pacedBlocks: 25, pacedPerBlock: 10 },
-  rssRounds: 3,
+  memoryRounds: 3,
+  sessionRounds: 2,
+  growth: { blocks: 12, perBlock: 10 },
 };
 
 const root = resolve(import.meta.dir, "..");
@@ -57,9 +54,8 @@ function findWorkerSource(dir: string): string | undefined {
   }
 }
 
-function checkoutWorker(): string | undefined {
-  const path = join(root, "worker.py");
-  return existsSync(path) ? path : undefined;
+function checkoutWorker(): string {
+  return join(root, "worker.py");
 }
 
 function loadAverage(): string {
@@ -139,8 +135,9 @@ async function main(): Promise<void> {
       pythonOnPath,
       env,
       binary: replBinary,
-      workerScript: undefined,
+      workerScript: checkoutWorker(),
       evalLoopScript: join(references, "eval-loop.py"),
+      cwd: project,
     };
 
     // One cell first: the binary materializes its worker source, which the first-cell anatomy then runs
@@ -151,7 +148,9 @@ async function main(): Promise<void> {
     const spawn = await spawnToInitialize(contenders, PLAN.spawn.rounds, PLAN.spawn.warmup);
     const firstCell = await firstCellLatency(contenders, PLAN.firstCell.rounds, PLAN.firstCell.warmup);
     const warm = await warmRoundTrips(contenders, PLAN.warm);
-    const rss = await residentMemory(contenders, PLAN.rssRounds);
+    const memoryResult = await memory(contenders, PLAN.memoryRounds);
+    const sessions = await extraSessions(contenders, PLAN.sessionRounds);
+    const growthResult = await growth(contenders, PLAN.growth.blocks, PLAN.growth.perBlock);
 
     const header: Header = {
       machine: machine(),
@@ -161,11 +160,9 @@ async function main(): Promise<void> {
       pythonOnPath,
       binary,
       binaryBytes: statSync(replBinary).size,
-      workerScript: !contenders.workerScript
-        ? "n/a"
-        : contenders.workerScript.startsWith(tmp)
-          ? `$XDG_CACHE_HOME/repl-mcp/${basename(contenders.workerScript)}, as the binary wrote it`
-          : contenders.workerScript,
+      workerScript: contenders.workerScript.startsWith(tmp)
+        ? `$XDG_CACHE_HOME/repl-mcp/${basename(contenders.workerScript)}, as the binary wrote it`
+        : contenders.workerScript,
       reference: "bench/references/trivial-server.ts",
       referenceBytes: statSync(trivialBinary).size,
       compileFlags: COMPILE_FLAGS.join(" "),
@@ -174,7 +171,7 @@ async function main(): Promise<void> {
     };
     await cleanup();
     process.stdout.write(
-      `${render(header, { spawn, firstCell, warm, rss }, performance.now() - began, leftovers)}\n`,
+      `${render(header, { spawn, firstCell, warm, memory: memoryResult, sessions, growth: growthResult }, performance.now() - began, leftovers)}\n`,
     );
   } finally {
     await cleanup();

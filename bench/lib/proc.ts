@@ -76,3 +76,32 @@ export async function waitGone(pids: readonly number[], deadlineMs: number): Pro
   }
   return alive;
 }
+
+/** Proportional set size of a process in KiB (shared pages split among the processes mapping them). */
+export function pssKiB(pid: number): number | undefined {
+  const rollup = read(`/proc/${pid}/smaps_rollup`);
+  const match = rollup?.match(/^Pss:\s+(\d+)\s+kB$/m);
+  return match ? Number(match[1]) : undefined;
+}
+
+export interface TreeMemory {
+  /** Sum of Pss over the process and its descendants, in KiB: the memory the tree really costs. */
+  pss: number;
+  /** Sum of VmRSS over the same processes, in KiB: counts pages they share once per process. */
+  rss: number;
+  processes: number;
+}
+
+/** PSS and RSS summed over a process tree; processes that vanish mid-read are skipped. */
+export function treeMemory(pid: number): TreeMemory {
+  const memory: TreeMemory = { pss: 0, rss: 0, processes: 0 };
+  for (const member of processTree(pid)) {
+    const pss = pssKiB(member);
+    const rss = rssKiB(member);
+    if (pss === undefined || rss === undefined) continue;
+    memory.pss += pss;
+    memory.rss += rss;
+    memory.processes++;
+  }
+  return memory;
+}
