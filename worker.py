@@ -157,24 +157,19 @@ signal.signal(signal.SIGINT, GATE.handler)
 # =====================================================================================================
 # Remaining imports and limits
 # =====================================================================================================
-import ast
-import asyncio
+# asyncio (with concurrent.futures, logging and ssl behind it) is imported at first need, not here: it
+# would double the worker's start-up time and memory. See "The event loop".
+import _ast  # the node classes and compile flags; the ast module (Python helpers) is not needed per cell
 import binascii
 import builtins
 import collections
-import concurrent.futures
 import contextvars
-import inspect
 import io
 import itertools
 import json
-import linecache
 import math
-import selectors
 import stat
-import subprocess
 import time
-import tokenize
 import types
 import weakref
 
@@ -257,6 +252,70 @@ MESSAGE_LEFT_THREADS = (
 MESSAGE_FOREIGN_CALL = "MCP calls must belong to their originating active cell; use mcp.acall for concurrency"
 MESSAGE_BRIDGE_TIMEOUT = "MCP request got no answer within %.2f s; external outcome is unknown, request was not retried"
 STDERR_BARRIER = "\x1erepl-mcp-barrier:{}\x1e\n"
+
+
+# =====================================================================================================
+# Deferred imports
+#
+# A worker that starts fast imports only what every cell needs. Modules the worker must adapt when a
+# cell first uses them (asyncio gets the persistent loop, subprocess the tracked Popen, linecache the
+# cell sources) are watched instead: the adaptation runs right after the module's own code, before
+# whoever imported it sees it, whatever the path (a cell, a library, os.popen, the worker itself).
+# =====================================================================================================
+class _AfterExec:
+    """Wraps a module's loader to call back once the module has been executed."""
+
+    def __init__(self, loader, callback):
+        self._loader = loader
+        self._callback = callback
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        # The module keeps its real loader, as if the wrapper had never been there.
+        module.__loader__ = self._loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        self._callback(module)
+
+
+class _FirstImports:
+    """A meta path finder that only notices the first import of the modules it was asked about."""
+
+    def __init__(self):
+        self._callbacks = {}
+        sys.meta_path.insert(0, self)
+
+    def on(self, name, callback):
+        """callback(module) once `name` is imported: now if it already is, else right after its import."""
+        module = sys.modules.get(name)
+        if module is not None:
+            callback(module)
+        else:
+            self._callbacks[name] = callback
+
+    def find_spec(self, name, path=None, target=None):
+        callback = self._callbacks.pop(name, None)
+        if callback is None:
+            return None
+        for finder in sys.meta_path:
+            find = None if finder is self else getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _AfterExec(spec.loader, callback)
+        return spec
+
+
+_FIRST_IMPORTS = _FirstImports()
 
 
 # =====================================================================================================
@@ -846,8 +905,9 @@ def _json_safe(value):
 # Source history
 #
 # Every cell's source under `<repl:RUN_ID>` and every file run's under its real path, published through
-# linecache so tracebacks and inspect.getsource() see lines of functions defined in older runs. Bounded
-# by run count and by the memory the retained lines take; the oldest runs go first.
+# linecache (once something imports it) so tracebacks and inspect.getsource() see lines of functions
+# defined in older runs. Bounded by run count and by the memory the retained lines take; the oldest
+# runs go first.
 # =====================================================================================================
 class ReplHistory(list):
     """repl_history()'s list: previewed like a list, with room for all 64 entries."""
@@ -867,7 +927,9 @@ class _SourceRegistry:
         self._runs[run_id] = (filename, lines, weight)
         self._weight += weight
         self._files[filename] = lines
-        linecache.cache[filename] = (len(code), None, lines, filename)
+        linecache = sys.modules.get("linecache")
+        if linecache is not None:
+            linecache.cache[filename] = (len(code), None, lines, filename)
         while len(self._runs) > HISTORY_MAX_RUNS or (self._weight > HISTORY_MAX_WEIGHT and len(self._runs) > 1):
             self._forget(next(iter(self._runs)))
 
@@ -876,9 +938,15 @@ class _SourceRegistry:
         self._weight -= weight
         if self._files.get(filename) is lines:  # a newer run of the same file keeps its entry
             del self._files[filename]
-            entry = linecache.cache.get(filename)
+            linecache = sys.modules.get("linecache")
+            entry = linecache.cache.get(filename) if linecache is not None else None
             if entry is not None and entry[2] is lines:
                 del linecache.cache[filename]
+
+    def publish(self, linecache):
+        """Called once linecache is imported (by a traceback, inspect, warnings): it gets every entry."""
+        for filename, lines in self._files.items():
+            linecache.cache[filename] = (sum(map(len, lines)), None, lines, filename)
 
     def __contains__(self, filename):
         # Frames of evicted cells still belong to the REPL; they are just shown without their line.
@@ -984,7 +1052,7 @@ class _Children:
 
     def install(self, writer):
         self._writer = writer
-        subprocess.Popen = _TrackedPopen
+        _FIRST_IMPORTS.on("subprocess", _track_popen)
         _EXIT_HOOKS.append(self.kill_groups)
         os.register_at_fork(after_in_child=self._forget_all)
 
@@ -1052,14 +1120,14 @@ class _Children:
                     pass
             if _abandoned_popens():
                 try:
-                    subprocess._cleanup()  # polls Popen objects dropped while their child still ran
+                    sys.modules["subprocess"]._cleanup()  # polls Popen objects dropped while their child still ran
                 except Exception:
                     pass
             time.sleep(CHILD_POLL_INTERVAL)
 
 
 def _abandoned_popens():
-    return bool(getattr(subprocess, "_active", None))
+    return bool(getattr(sys.modules.get("subprocess"), "_active", None))
 
 
 def _leads_group(pid, kwargs):
@@ -1071,36 +1139,41 @@ def _leads_group(pid, kwargs):
         return bool(kwargs.get("start_new_session")) or kwargs.get("process_group") == 0
 
 
-class _TrackedPopen(subprocess.Popen):
-    _repl_status = None
+def _track_popen(subprocess):
+    """Replace subprocess.Popen, right after subprocess is first imported (see "Deferred imports")."""
 
-    def __init__(self, *args, **kwargs):
-        try:
-            caller = sys._getframe(1).f_globals.get("__name__")
-        except ValueError:  # called with no Python frame above
-            caller = None
-        super().__init__(*args, **kwargs)
-        polled = not (type(caller) is str and caller.startswith("asyncio."))
-        _CHILDREN.adopt(self, _leads_group(self.pid, kwargs), polled)
+    class Popen(subprocess.Popen):
+        _repl_status = None
 
-    # Popen, its waiters and asyncio all store the exit status here, so this sees every reaping.
-    @property
-    def returncode(self):
-        return self._repl_status
+        def __init__(self, *args, **kwargs):
+            try:
+                caller = sys._getframe(1).f_globals.get("__name__")
+            except ValueError:  # called with no Python frame above
+                caller = None
+            super().__init__(*args, **kwargs)
+            polled = not (type(caller) is str and caller.startswith("asyncio."))
+            _CHILDREN.adopt(self, _leads_group(self.pid, kwargs), polled)
 
-    @returncode.setter
-    def returncode(self, value):
-        self._repl_status = value
-        if value is not None:
-            _CHILDREN.exited(self)
+        # Popen, its waiters and asyncio all store the exit status here, so this sees every reaping.
+        @property
+        def returncode(self):
+            return self._repl_status
 
-    def __del__(self):
-        super().__del__()  # parks a still-running child in subprocess._active
-        _CHILDREN.wake()
+        @returncode.setter
+        def returncode(self, value):
+            self._repl_status = value
+            if value is not None:
+                _CHILDREN.exited(self)
+
+        def __del__(self):
+            super().__del__()  # parks a still-running child in subprocess._active
+            _CHILDREN.wake()
+
+    Popen.__qualname__ = "Popen"
+    Popen.__module__ = "subprocess"
+    subprocess.Popen = Popen
 
 
-_TrackedPopen.__name__ = _TrackedPopen.__qualname__ = "Popen"
-_TrackedPopen.__module__ = "subprocess"
 _CHILDREN = _Children()
 
 
@@ -1110,39 +1183,45 @@ _CHILDREN = _Children()
 # The loop's default executor is the worker's own, so the end of a cell can see executor work it
 # submitted (run_in_executor, asyncio.to_thread, DNS lookups) that has not finished.
 # =====================================================================================================
-class _DefaultExecutor(concurrent.futures.ThreadPoolExecutor):
-    instances = weakref.WeakSet()
+_EXECUTORS = weakref.WeakSet()  # every default executor made so far (one per event loop)
 
-    def __init__(self):
-        super().__init__(max_workers=EXECUTOR_MAX_WORKERS, thread_name_prefix="repl-executor")
-        self._unfinished = set()
-        self._unfinished_lock = threading.Lock()
-        _DefaultExecutor.instances.add(self)
 
-    def submit(self, fn, /, *args, **kwargs):
-        with self._unfinished_lock:
-            waiting = sum(1 for future in self._unfinished if not future.running())
-            if waiting >= EXECUTOR_MAX_PENDING:
-                raise RuntimeError(
-                    "Default executor has %d jobs waiting (limit %d); await earlier work first"
-                    % (waiting, EXECUTOR_MAX_PENDING)
-                )
-            future = super().submit(fn, *args, **kwargs)
-            self._unfinished.add(future)
-        future.add_done_callback(self._finished)
-        return future
+def _new_default_executor():
+    import concurrent.futures
 
-    def _finished(self, future):
-        with self._unfinished_lock:
-            self._unfinished.discard(future)
+    class _DefaultExecutor(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self):
+            super().__init__(max_workers=EXECUTOR_MAX_WORKERS, thread_name_prefix="repl-executor")
+            self._unfinished = set()
+            self._unfinished_lock = threading.Lock()
+            _EXECUTORS.add(self)
 
-    def unfinished(self):
-        with self._unfinished_lock:
-            return list(self._unfinished)
+        def submit(self, fn, /, *args, **kwargs):
+            with self._unfinished_lock:
+                waiting = sum(1 for future in self._unfinished if not future.running())
+                if waiting >= EXECUTOR_MAX_PENDING:
+                    raise RuntimeError(
+                        "Default executor has %d jobs waiting (limit %d); await earlier work first"
+                        % (waiting, EXECUTOR_MAX_PENDING)
+                    )
+                future = super().submit(fn, *args, **kwargs)
+                self._unfinished.add(future)
+            future.add_done_callback(self._finished)
+            return future
 
-    @classmethod
-    def owns(cls, thread):
-        return any(thread in executor._threads for executor in list(cls.instances))
+        def _finished(self, future):
+            with self._unfinished_lock:
+                self._unfinished.discard(future)
+
+        def unfinished(self):
+            with self._unfinished_lock:
+                return list(self._unfinished)
+
+    return _DefaultExecutor()
+
+
+def _executor_owns(thread):
+    return any(thread in executor._threads for executor in list(_EXECUTORS))
 
 
 # =====================================================================================================
@@ -1156,14 +1235,17 @@ class _DefaultExecutor(concurrent.futures.ThreadPoolExecutor):
 def _is_helper_thread(thread):
     if thread in _WORKER_THREADS or isinstance(thread, threading._DummyThread):
         return True
-    if _DefaultExecutor.owns(thread):
+    if _executor_owns(thread):
         return True  # idle executor threads; their running jobs are checked separately
     # asyncio's threaded child watcher (3.10-3.12) waits for each subprocess in a thread of its own.
     return thread.daemon and thread.name.startswith(("waitpid-", "asyncio-waitpid-"))
 
 
-_TASK_TYPES = (asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task))
-_FUTURE_TYPES = (asyncio.Future, getattr(asyncio.futures, "_PyFuture", asyncio.Future))
+def _task_and_future_types():
+    import asyncio
+
+    tasks = (asyncio.Task, getattr(asyncio.tasks, "_PyTask", asyncio.Task))
+    return tasks, (asyncio.Future, getattr(asyncio.futures, "_PyFuture", asyncio.Future))
 
 
 def _cancel_run_callbacks(loop, run_id):
@@ -1171,6 +1253,7 @@ def _cancel_run_callbacks(loop, run_id):
     handles = [*getattr(loop, "_ready", ()), *getattr(loop, "_scheduled", ())]
     if not handles:
         return 0
+    task_types, future_types = _task_and_future_types()
     io_handles = None
     count = 0
     for handle in handles:
@@ -1178,7 +1261,7 @@ def _cancel_run_callbacks(loop, run_id):
         if type(context) is not contextvars.Context or context.get(_RUN_ID) != run_id or handle.cancelled():
             continue
         owner = getattr(handle._callback, "__self__", None)
-        if isinstance(owner, _TASK_TYPES):
+        if isinstance(owner, task_types):
             continue  # a task's step or wakeup carries the task's context: the task is cancelled instead
         if io_handles is None:
             io_handles = _io_handles(loop)
@@ -1187,7 +1270,7 @@ def _cancel_run_callbacks(loop, run_id):
         args = handle._args
         handle.cancel()
         # Timers that only resolve a future (asyncio.sleep inside a cancelled task) are not reported.
-        if not isinstance(owner, _FUTURE_TYPES) and not (args and isinstance(args[0], _FUTURE_TYPES)):
+        if not isinstance(owner, future_types) and not (args and isinstance(args[0], future_types)):
             count += 1
     return count
 
@@ -1212,8 +1295,11 @@ class _CellWatch:
         self._threads = set(threading.enumerate())
 
     def settle(self, loop, run_id, executor):
-        """(tasks and callbacks cancelled, fatal error text or None) once the cell has ended."""
-        cancelled, refused = self._cancel_tasks(loop, run_id)
+        """(tasks and callbacks cancelled, fatal error text or None) once the cell has ended.
+
+        loop and executor are None until a cell first needed asyncio: then no task can exist.
+        """
+        cancelled, refused = (0, False) if loop is None else self._cancel_tasks(loop, run_id)
         if refused:
             return cancelled, MESSAGE_TASKS_REFUSED
         deadline = time.monotonic() + BACKGROUND_GRACE_SECONDS
@@ -1224,17 +1310,21 @@ class _CellWatch:
         ]
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        jobs = executor.unfinished()
+        jobs = executor.unfinished() if executor is not None else ()
         for job in jobs:
             job.cancel()  # succeeds only for jobs that have not started
         running = [job for job in jobs if not job.done()]
         if running:
+            import concurrent.futures
+
             concurrent.futures.wait(running, timeout=max(0.0, deadline - time.monotonic()))
         if any(thread.is_alive() for thread in threads) or any(not job.done() for job in running):
             return cancelled, MESSAGE_LEFT_THREADS
         return cancelled, None
 
     def _cancel_tasks(self, loop, run_id):
+        import asyncio
+
         # Callbacks first, so no delayed callback fires while the tasks unwind.
         count = _cancel_run_callbacks(loop, run_id)
         pending = asyncio.all_tasks(loop)
@@ -1373,10 +1463,12 @@ def sh(cmd, *, check=True, timeout=120.0, cwd=None, env=None):
     if env is not None:
         environment = dict(os.environ)
         environment.update(env)
+    import subprocess  # its first import installs the tracked Popen
+
     if not _SH_SLOTS.acquire(blocking=False):
         raise RuntimeError("Too many active sh processes (limit %d)" % SH_MAX_ACTIVE)
     try:
-        process = _TrackedPopen(
+        process = subprocess.Popen(
             ["/bin/sh", "-c", cmd],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -1414,6 +1506,9 @@ def _collect_shell(process, out, err, deadline):
     """Read both pipes until they close and the shell has ended, or until the deadline."""
     # Where the OS offers one (Linux pidfd), a descriptor tells when the shell ends; elsewhere it is
     # polled. Popen.wait(timeout) would sleep in growing steps, adding latency to every call.
+    import selectors
+    import subprocess
+
     exit_fd = _exit_descriptor(process.pid)
     ended = False
     drain_deadline = None  # set once the shell has ended while something it started holds a pipe
@@ -1570,6 +1665,8 @@ class _Bridge:
         return _unwrap(pending)
 
     async def arequest(self, op, params, wait):
+        import asyncio
+
         run_id = self._owner()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -2144,17 +2241,19 @@ _STORED_TAIL = object()  # _compile_cell's marker: the trailing value is left in
 
 def _compile_cell(code, filename):
     """(body code, trailing-expression code or _STORED_TAIL or None), allowing top-level await."""
-    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-    tree = compile(code, filename, "exec", flags | ast.PyCF_ONLY_AST, dont_inherit=True)
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+    flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(code, filename, "exec", flags | _ast.PyCF_ONLY_AST, dont_inherit=True)
+    if not tree.body or not isinstance(tree.body[-1], _ast.Expr):
         return compile(tree, filename, "exec", flags, dont_inherit=True), None
     last = tree.body.pop()
-    tail = compile(ast.Expression(last.value), filename, "eval", flags, dont_inherit=True)
+    tail = compile(_ast.Expression(last.value), filename, "eval", flags, dont_inherit=True)
     body = compile(tree, filename, "exec", flags, dont_inherit=True)
-    if not (body.co_flags | tail.co_flags) & inspect.CO_COROUTINE:
+    if not (body.co_flags | tail.co_flags) & CO_COROUTINE:
         return body, tail
     # A cell that awaits anywhere runs as one coroutine, so all of it sees the running loop
     # (asyncio.create_task before a trailing await); the trailing value comes back through a name.
+    import ast
+
     target = ast.Name(id="__repl_result__", ctx=ast.Store())
     tree.body.append(ast.copy_location(ast.Assign(targets=[target], value=last.value), last))
     return compile(ast.fix_missing_locations(tree), filename, "exec", flags, dont_inherit=True), _STORED_TAIL
@@ -2177,6 +2276,26 @@ def _null_stdin():
 
 
 # =====================================================================================================
+# The event loop
+#
+# Most cells never touch asyncio, and importing it (concurrent.futures, logging and ssl come with it)
+# would double the worker's start-up time and add megabytes. So the session's persistent loop is made
+# at first need: when a cell awaits at top level, or when anything imports asyncio (a cell, a library
+# it imports, the worker's own async helpers; see "Deferred imports"). From then on it is every cell's
+# loop, exactly as if it had been made at start-up.
+# =====================================================================================================
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+
+
+def _is_interruption(exc):
+    """KeyboardInterrupt, or asyncio's CancelledError (only possible once asyncio is imported)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
+# =====================================================================================================
 # The session
 #
 # One persistent namespace, event loop and context. Runs one cell, file or inventory at a time on the
@@ -2196,17 +2315,37 @@ class _Session:
         # Cells run in copies of this context, so context variables a cell sets persist like its globals.
         self._context = contextvars.copy_context()
         self._watch = _CellWatch()
-        self._new_loop()
+        self.loop = None
+        self._executor = None
+        _FIRST_IMPORTS.on("asyncio", self._on_asyncio_imported)
+        _FIRST_IMPORTS.on("linecache", self._sources.publish)
         self._helpers = _make_helpers(self.namespace, self._sources)
         self._install_helpers()
 
     # -- per-cell process state ------------------------------------------------------------------
-    def _new_loop(self):
-        self.loop = asyncio.new_event_loop()
-        # Closing a loop shuts its default executor down, so every loop gets a new one.
-        self._executor = _DefaultExecutor()
-        self.loop.set_default_executor(self._executor)
-        asyncio.set_event_loop(self.loop)
+    def _ensure_loop(self):
+        """The persistent loop, made now if it does not exist yet (or a cell closed it)."""
+        asyncio = sys.modules.get("asyncio")
+        if asyncio is None:
+            import asyncio  # the import watch calls back, and that call makes the loop
+
+        if self.loop is None or self.loop.is_closed():
+            self.loop = asyncio.new_event_loop()
+            # Closing a loop shuts its default executor down, so every loop gets a new one.
+            self._executor = _new_default_executor()
+            self.loop.set_default_executor(self._executor)
+        return self.loop
+
+    def _use_loop(self):
+        """Make sure the loop exists and is the main thread's current loop (asyncio.get_event_loop())."""
+        loop = self._ensure_loop()
+        sys.modules["asyncio"].set_event_loop(loop)
+
+    def _on_asyncio_imported(self, asyncio):
+        if threading.current_thread() is threading.main_thread():
+            self._use_loop()
+        else:
+            self._ensure_loop()  # made current for the main thread when the next cell starts
 
     def _install_helpers(self):
         """Names the worker provides inside cells; re-installed after every cell so shadowing is brief."""
@@ -2223,10 +2362,9 @@ class _Session:
         if stdin_closed:
             sys.stdin = _null_stdin()
         signal.signal(signal.SIGINT, GATE.handler)
-        if self.loop.is_closed():
-            self._new_loop()
-        # asyncio.run() in a cell leaves no current loop behind.
-        asyncio.set_event_loop(self.loop)
+        # asyncio.run() in a cell leaves no current loop behind, and a cell may have closed ours.
+        if self.loop is not None or "asyncio" in sys.modules:
+            self._use_loop()
 
     # -- running -------------------------------------------------------------------------------
     def run(self, command):
@@ -2347,7 +2485,7 @@ class _Session:
             return _Outcome(error=exc)
         self._sources.add(run_id, path, source)
         try:
-            code = compile(source, path, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+            code = compile(source, path, "exec", _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
         except BaseException as exc:
             outcome = _Outcome(error=exc)
         else:
@@ -2357,13 +2495,16 @@ class _Session:
         return outcome
 
     def _run_code(self, code):
-        if code.co_flags & inspect.CO_COROUTINE:
+        if code.co_flags & CO_COROUTINE:
             return self._await(eval(code, self.namespace))
         return eval(code, self.namespace)
 
     def _await(self, coroutine):
         """Run a cell's coroutine on the persistent loop; on interrupt, cancel it and let it unwind."""
+        self._use_loop()
         loop = self.loop
+        import asyncio
+
         task = None
         try:
             task = loop.create_task(coroutine)  # inside the cell's context, so the task copies it
@@ -2400,7 +2541,7 @@ class _Session:
 
     def _describe_failure(self, run_id, exc):
         """(error text, interrupted, error text was cut)."""
-        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+        if _is_interruption(exc):
             return "Execution interrupted (%s); namespace preserved" % run_id, True, False
         text, cut = _render_exception(exc, self._sources)
         return text, False, cut
@@ -2423,6 +2564,8 @@ def _read_script(path, argv):
         data = _read_bounded(path, SOURCE_FILE_MAX_BYTES, "Python source file")
     except FileNotFoundError:
         raise _PlainFailure("Python source file not found: " + path) from None
+    import tokenize
+
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return data.decode(encoding)
 
@@ -2473,7 +2616,7 @@ def _set_exit_status(outcome, stderr):
     if error is None:
         outcome.exit_code = 0
         return
-    if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
+    if _is_interruption(error):
         return
     if not isinstance(error, SystemExit):
         outcome.exit_code = 1
