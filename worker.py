@@ -151,7 +151,8 @@ class _InterruptGate:
 
 
 GATE = _InterruptGate()
-signal.signal(signal.SIGINT, GATE.handler)
+SIGINT_HANDLER = GATE.handler  # one bound method, so a check by identity can tell it is still installed
+signal.signal(signal.SIGINT, SIGINT_HANDLER)
 
 
 # =====================================================================================================
@@ -167,6 +168,8 @@ import contextvars
 import io
 import itertools
 import json
+import _queue
+import _signal
 import math
 import stat
 import time
@@ -690,27 +693,35 @@ _SHUTDOWN = object()
 
 
 class _Inbox:
+    """Commands from the reader thread to the main thread.
+
+    The hand-off is a C-level queue (a blocked take() is one lock wait, no Python-level condition); the
+    count of commands not yet taken, under its own lock, enforces the pending limit.
+    """
+
     def __init__(self):
-        self._cond = threading.Condition(threading.Lock())
-        self._items = collections.deque()
+        self._queue = _queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiting = 0  # put but not yet taken
         self._busy = False  # the main thread is running a command taken earlier
 
     def put(self, item):
-        with self._cond:
+        with self._lock:
             # While idle, the first queued command is the one about to run, not one waiting behind it.
             limit = MAX_PENDING_COMMANDS + (0 if self._busy else 1)
-            if len(self._items) >= limit:
+            if self._waiting >= limit:
                 _terminate(2, "more than %d commands pending" % MAX_PENDING_COMMANDS)
-            self._items.append(item)
-            self._cond.notify()
+            self._waiting += 1
+        self._queue.put(item)
 
     def take(self):
-        with self._cond:
+        with self._lock:
             self._busy = False
-            while not self._items:
-                self._cond.wait()
+        item = self._queue.get()
+        with self._lock:
+            self._waiting -= 1
             self._busy = True
-            return self._items.popleft()
+        return item
 
 
 def _read_lines(fd):
@@ -874,6 +885,8 @@ def _preview(value):
         quoted, cut = _cut_text(json.dumps(sample, ensure_ascii=False), PREVIEW_MAX_BYTES)
         cut = cut or len(sample) < len(value)
         return quoted, not cut, value, cut
+    if kind is int and value.bit_length() <= PREVIEW_MAX_INT_BITS:
+        return int.__repr__(value), True, value, False  # what the general path renders, without JSON
     max_nodes = HISTORY_PREVIEW_MAX_NODES if kind is ReplHistory else PREVIEW_MAX_NODES
     try:
         converted = _JsonConverter(max_nodes).convert(value, 0)
@@ -1293,6 +1306,7 @@ class _CellWatch:
     def __init__(self):
         self._tasks = set()
         self._threads = set(threading.enumerate())
+        self._settled_threads = None  # threading's table of live threads after the last clean cell
 
     def settle(self, loop, run_id, executor):
         """(tasks and callbacks cancelled, fatal error text or None) once the cell has ended.
@@ -1303,11 +1317,7 @@ class _CellWatch:
         if refused:
             return cancelled, MESSAGE_TASKS_REFUSED
         deadline = time.monotonic() + BACKGROUND_GRACE_SECONDS
-        threads = [
-            thread
-            for thread in threading.enumerate()
-            if thread not in self._threads and thread.is_alive() and not _is_helper_thread(thread)
-        ]
+        threads = [] if self._same_threads() else self._new_threads()
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         jobs = executor.unfinished() if executor is not None else ()
@@ -1320,7 +1330,20 @@ class _CellWatch:
             concurrent.futures.wait(running, timeout=max(0.0, deadline - time.monotonic()))
         if any(thread.is_alive() for thread in threads) or any(not job.done() for job in running):
             return cancelled, MESSAGE_LEFT_THREADS
+        self._settled_threads = dict(getattr(threading, "_active", {}))
         return cancelled, None
+
+    def _same_threads(self):
+        """True if exactly the threads alive after the last clean cell are alive now (same objects)."""
+        active = getattr(threading, "_active", None)
+        return active is not None and not getattr(threading, "_limbo", True) and active == self._settled_threads
+
+    def _new_threads(self):
+        return [
+            thread
+            for thread in threading.enumerate()
+            if thread not in self._threads and thread.is_alive() and not _is_helper_thread(thread)
+        ]
 
     def _cancel_tasks(self, loop, run_id):
         import asyncio
@@ -2242,6 +2265,15 @@ _STORED_TAIL = object()  # _compile_cell's marker: the trailing value is left in
 def _compile_cell(code, filename):
     """(body code, trailing-expression code or _STORED_TAIL or None), allowing top-level await."""
     flags = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    if "\n" not in code.strip():
+        # One line is often one expression: compiled as such, it needs one pass instead of three.
+        try:
+            tail = compile(code, filename, "eval", flags, dont_inherit=True)
+        except SyntaxError:
+            pass
+        else:
+            if not tail.co_flags & CO_COROUTINE:
+                return None, tail
     tree = compile(code, filename, "exec", flags | _ast.PyCF_ONLY_AST, dont_inherit=True)
     if not tree.body or not isinstance(tree.body[-1], _ast.Expr):
         return compile(tree, filename, "exec", flags, dont_inherit=True), None
@@ -2361,7 +2393,9 @@ class _Session:
             stdin_closed = True
         if stdin_closed:
             sys.stdin = _null_stdin()
-        signal.signal(signal.SIGINT, GATE.handler)
+        # _signal's getter returns the handler as stored (signal.getsignal converts it to an enum).
+        if _signal.getsignal(signal.SIGINT) is not SIGINT_HANDLER:
+            signal.signal(signal.SIGINT, SIGINT_HANDLER)
         # asyncio.run() in a cell leaves no current loop behind, and a cell may have closed ours.
         if self.loop is not None or "asyncio" in sys.modules:
             self._use_loop()
@@ -2464,7 +2498,8 @@ class _Session:
         try:
             try:
                 GATE.arm(run_id)
-                context.run(self._run_code, body)
+                if body is not None:
+                    context.run(self._run_code, body)
                 if tail is _STORED_TAIL:
                     value = self.namespace.pop("__repl_result__", None)
                 else:
