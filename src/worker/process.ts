@@ -41,6 +41,9 @@ export class WorkerProcess {
   /** Process groups of detached children the worker reported, killed on cancel and with the worker. */
   private readonly jobs = new Set<number>();
   private readySignal!: { resolve: (frame: ReadyFrame) => void; reject: (error: Error) => void };
+  /** Called once when the channel closes; a run hooks in here and unhooks when it ends. */
+  private readonly closeListeners = new Set<() => void>();
+  private channelClosed = false;
 
   private constructor(launch: WorkerLaunch) {
     this.guarded = new GuardedProcess(
@@ -74,6 +77,11 @@ export class WorkerProcess {
       this.stderr.stop();
       return this.closeReason ?? "exited";
     })();
+    void this.closed.then(() => {
+      this.channelClosed = true;
+      for (const listener of this.closeListeners) listener();
+      this.closeListeners.clear();
+    });
   }
 
   static async start(launch: WorkerLaunch): Promise<WorkerProcess> {
@@ -102,6 +110,20 @@ export class WorkerProcess {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Calls fn when the channel closes (soon, if it already has); returns the way to unhook it. Unlike
+   * `closed.then`, a hook that is removed is released: one per run would otherwise pile up for the
+   * worker's whole life.
+   */
+  onClose(fn: () => void): () => void {
+    if (this.channelClosed) {
+      queueMicrotask(fn);
+      return () => {};
+    }
+    this.closeListeners.add(fn);
+    return () => this.closeListeners.delete(fn);
   }
 
   get pgid(): number {

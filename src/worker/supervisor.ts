@@ -277,7 +277,7 @@ export class Supervisor {
       else if (frame.type === "rpc") desk.handle(frame, run.id, run.cancelReason !== undefined);
       else if (frame.type === "rpc_cancel") desk.cancel(frame.id);
     };
-    void worker.closed.then(() => deliver({ kind: "closed" }));
+    const unhooks = [worker.onClose(() => deliver({ kind: "closed" }))];
     const onCancel = () => deliver({ kind: "cancelled" });
     run.signal.addEventListener("abort", onCancel, { once: true });
     const deadline = setTimeout(() => run.cancel(Messages.timedOut), request.timeoutSeconds * 1000);
@@ -295,7 +295,7 @@ export class Supervisor {
         outcome = new Promise<Outcome>((resolve) => {
           deliver = resolve;
         });
-        void worker.closed.then(() => deliver({ kind: "closed" }));
+        unhooks.push(worker.onClose(() => deliver({ kind: "closed" })));
         const grace = setTimeout(() => deliver({ kind: "grace" }), INTERRUPT_GRACE_MS);
         desk.abortAll();
         worker.killJobs();
@@ -326,6 +326,7 @@ export class Supervisor {
       return await loss(Messages.crashed);
     } finally {
       clearTimeout(deadline);
+      for (const unhook of unhooks) unhook();
       if (rssTimer) clearInterval(rssTimer);
       run.signal.removeEventListener("abort", onCancel);
       desk.abortAll();
