@@ -2,7 +2,17 @@
 // machine's load or clock affects them alike, and discards warm-up rounds.
 import { LoneEvalLoop, LoneWorker } from "./lib/line-child.ts";
 import { type Served, type ServerSpec, start, textOf, withServer } from "./lib/mcp.ts";
-import { childrenOf, parentOf, pssKiB, rssKiB, type TreeMemory, treeMemory } from "./lib/proc.ts";
+import {
+  type CpuUse,
+  childrenOf,
+  cpuUse,
+  parentOf,
+  processTree,
+  pssKiB,
+  rssKiB,
+  type TreeMemory,
+  treeMemory,
+} from "./lib/proc.ts";
 import { timeCommand, timeGuardian } from "./lib/spawn.ts";
 
 export interface Contenders {
@@ -184,6 +194,30 @@ export interface WarmResult {
   paced: Record<string, number[]>;
   /** Memory of the long-lived contenders once all warm calls are done. */
   after: { cells: number; repl: ReplMemory; floor: FloorMemory };
+  /** CPU time and wake-ups per back-to-back call, per process, measured over a run of calls of its own. */
+  cpu: Record<"repl" | "floor" | "worker" | "evalLoop", ProcessCpu[]>;
+}
+
+export interface ProcessCpu {
+  pid: number;
+  cpuUs: number;
+  wakeups: number;
+}
+
+/** Per-call CPU and wake-ups of every process in the tree under `pid`, over `calls` back-to-back calls. */
+async function cpuPerCall(pid: number, target: Target, calls: number): Promise<ProcessCpu[]> {
+  const pids = processTree(pid);
+  const before = pids.map(cpuUse);
+  for (let i = 0; i < calls; i++) await target.call();
+  return pids.map((member, index) => {
+    const after = cpuUse(member);
+    const start = before[index] as CpuUse;
+    return {
+      pid: member,
+      cpuUs: (after.cpuUs - start.cpuUs) / calls,
+      wakeups: (after.wakeups - start.wakeups) / calls,
+    };
+  });
 }
 
 async function timedCalls(target: Target, count: number, idleMs: number, into: number[]): Promise<void> {
@@ -212,7 +246,14 @@ export async function interleaved(
 
 export async function warmRoundTrips(
   c: Contenders,
-  plan: { warmup: number; blocks: number; perBlock: number; pacedBlocks: number; pacedPerBlock: number },
+  plan: {
+    warmup: number;
+    blocks: number;
+    perBlock: number;
+    pacedBlocks: number;
+    pacedPerBlock: number;
+    cpuCalls: number;
+  },
 ): Promise<WarmResult> {
   progress(
     `warm round trips: ${plan.blocks}×${plan.perBlock} back-to-back and ` +
@@ -245,9 +286,17 @@ export async function warmRoundTrips(
       plan.pacedPerBlock,
       20,
     );
-    const cells = 1 + plan.warmup + plan.blocks * plan.perBlock + plan.pacedBlocks * plan.pacedPerBlock;
+    const cpu = {
+      repl: await cpuPerCall(repl.pid, replCell, plan.cpuCalls),
+      floor: await cpuPerCall(floor.pid, floorCell, plan.cpuCalls),
+      worker: await cpuPerCall(worker.child.pid, workerCell, plan.cpuCalls),
+      evalLoop: await cpuPerCall(evalLoop.child.pid, evalCell, plan.cpuCalls),
+    };
+    const cells =
+      1 + plan.warmup + plan.blocks * plan.perBlock + plan.pacedBlocks * plan.pacedPerBlock + plan.cpuCalls;
     await Bun.sleep(SETTLE_MS);
-    return { backToBack, paced, after: { cells, repl: await replMemory(repl), floor: floorMemory(floor) } };
+    const after = { cells, repl: await replMemory(repl), floor: floorMemory(floor) };
+    return { backToBack, paced, after, cpu };
   } finally {
     await Promise.all([repl.stop(), floor.stop(), mcp.stop(), worker.child.stop(), evalLoop.child.stop()]);
   }

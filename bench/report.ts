@@ -8,6 +8,7 @@ import type {
   FirstCellResult,
   FloorMemory,
   MemoryResult,
+  ProcessCpu,
   ProcessMemory,
   ReplMemory,
   SpawnResult,
@@ -191,6 +192,7 @@ export function render(header: Header, results: Results, elapsedMs: number, left
     ),
   );
   out.push(warmPhases(b2b, paced));
+  out.push(cpuSection(warm));
 
   // 3. first cell
   const { firstCell } = results;
@@ -543,4 +545,31 @@ function scalingSection(sessions: SessionsResult, growth: GrowthResult): string 
       ["The full-history server is refilled between timed blocks, since the timed cells push old runs out."],
     ),
   ].join("\n");
+}
+
+/** CPU per call is what the load of a shared machine does not change much: the attribution to trust. */
+function cpuSection(warm: WarmResult): string {
+  const row = (label: string, processes: ProcessCpu[], names: string[]) =>
+    processes.map((process, index) => [
+      `${label}: ${names[index] ?? "descendant"} (pid ${process.pid})`,
+      `${process.cpuUs.toFixed(0)} µs`,
+      process.wakeups.toFixed(2),
+    ]);
+  const total = (processes: ProcessCpu[]) => processes.reduce((sum, process) => sum + process.cpuUs, 0);
+  const rows = [
+    ...row("repl-mcp", warm.cpu.repl, ["server", "guardian", "worker"]),
+    ["repl-mcp: whole tree", `${total(warm.cpu.repl).toFixed(0)} µs`, ""],
+    ...row("composed floor", warm.cpu.floor, ["server", "eval loop"]),
+    ["composed floor: whole tree", `${total(warm.cpu.floor).toFixed(0)} µs`, ""],
+    ...row("alone", warm.cpu.worker, ["worker.py"]),
+    ...row("alone", warm.cpu.evalLoop, ["eval-loop.py"]),
+  ];
+  return section(
+    "   CPU per warm 1+1 call, per process (schedstat over all threads; a run of calls of its own)",
+    table(["process", "CPU per call", "wake-ups per call"], rows),
+    [
+      `repl-mcp tree / composed floor tree: ${formatRatio(total(warm.cpu.repl) / total(warm.cpu.floor))}. ` +
+        "CPU time barely depends on the machine's load, wall time does.",
+    ],
+  );
 }

@@ -27,7 +27,7 @@ import { extraSessions, growth } from "./scaling.ts";
 const PLAN = {
   spawn: { rounds: 30, warmup: 2 },
   firstCell: { rounds: 12, warmup: 1 },
-  warm: { warmup: 50, blocks: 30, perBlock: 10, pacedBlocks: 25, pacedPerBlock: 10 },
+  warm: { warmup: 50, blocks: 30, perBlock: 10, pacedBlocks: 25, pacedPerBlock: 10, cpuCalls: 500 },
   memoryRounds: 3,
   sessionRounds: 2,
   growth: { blocks: 12, perBlock: 10 },

@@ -105,3 +105,28 @@ export function treeMemory(pid: number): TreeMemory {
   }
   return memory;
 }
+
+export interface CpuUse {
+  /** Time on a CPU in microseconds, all threads (/proc/<pid>/task/<tid>/schedstat). */
+  cpuUs: number;
+  /** Voluntary context switches, all threads: each is a sleep, so about one wake-up per message. */
+  wakeups: number;
+}
+
+/** CPU time and voluntary context switches of a process so far, summed over its threads. */
+export function cpuUse(pid: number): CpuUse {
+  const use: CpuUse = { cpuUs: 0, wakeups: 0 };
+  let tasks: string[] = [];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return use;
+  }
+  for (const task of tasks) {
+    const schedstat = read(`/proc/${pid}/task/${task}/schedstat`);
+    const status = read(`/proc/${pid}/task/${task}/status`);
+    use.cpuUs += Number(schedstat?.split(" ")[0] ?? 0) / 1000;
+    use.wakeups += Number(status?.match(/^voluntary_ctxt_switches:\s+(\d+)$/m)?.[1] ?? 0);
+  }
+  return use;
+}
