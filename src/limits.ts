@@ -92,6 +92,12 @@ export const REGISTRY_FILE_MAX_BYTES = 1_048_576;
 export const SERVER_NAME_MAX_BYTES = 200;
 export const EXPLAIN_TOOL_MAX_CHARS = 400;
 export const JOURNAL_MAX_RECORDS = 256;
+/** The whole journal serialized: small enough to hand to a cell in one RPC result. */
+export const JOURNAL_MAX_SERIALIZED_BYTES = 900_000;
+/** A journal file larger than this is not one we wrote. */
+export const JOURNAL_FILE_MAX_BYTES = 1_048_576;
+export const JOURNAL_TEXT_MAX_CHARS = 400;
+export const JOURNAL_PROJECT_MAX_CHARS = 4_096;
 export const RPC_RESULT_WAIT_OPS_SECONDS = 35;
 
 // OAuth (contract §5.8 and §4).

@@ -1,6 +1,8 @@
 // Runs the MCP server until the client goes away or a signal arrives, then stops every worker.
 import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
+import type { Journal } from "./broker/journal.ts";
+import { openDurableJournal } from "./broker/journal-file.ts";
 import { parseScopes, type Scope } from "./broker/registry.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import { describe } from "./errors.ts";
@@ -28,6 +30,15 @@ export async function serve(options: ServeOptions): Promise<void> {
     process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
     process.exit(2);
   }
+  let journal: Journal | undefined;
+  if (options.journal !== undefined) {
+    try {
+      journal = openDurableJournal(resolve(project, options.journal));
+    } catch (error) {
+      process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
+      process.exit(1);
+    }
+  }
   const interpreter = selectDefaultInterpreter(options.python ?? process.env.REPL_MCP_PYTHON, project);
   if (interpreter.problem) log.warn(interpreter.problem);
   const sessions = new Sessions({
@@ -36,6 +47,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     maxMemoryMib: options.maxMemoryMib,
     configPath: options.config === undefined ? undefined : resolve(project, options.config),
     scopes,
+    journal,
   });
   const registryError = sessions.defaultBroker.health().configuration_error;
   if (registryError) log.warn(`MCP broker registry: ${registryError}`);
@@ -45,6 +57,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     stopping ??= (async () => {
       setTimeout(() => process.exit(code), SHUTDOWN_LIMIT_MS).unref();
       await sessions.shutdown().catch((error) => log.error("shutdown:", describe(error)));
+      await sessions.journal.persisted().catch((error) => log.error("journal:", describe(error)));
       process.exit(code);
     })();
     return stopping;

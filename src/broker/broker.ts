@@ -17,7 +17,7 @@ import { Catalogues, granted, type Tool } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
 import { ConnectionPool, transportKey } from "./connections.ts";
 import { explain } from "./explain.ts";
-import type { Journal, JournalRecord } from "./journal.ts";
+import { JOURNAL_WRITE_FAILED, type Journal, type JournalRecord } from "./journal.ts";
 import { loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
 import { Semaphore } from "./semaphore.ts";
 
@@ -104,6 +104,7 @@ export class Broker {
           server,
           tool,
         });
+        await this.journalDispatch(record);
         context.onDispatch?.();
         return await this.dispatch(connection.client, record, tool, argumentsObject, remaining, signal);
       } finally {
@@ -163,6 +164,8 @@ export class Broker {
       )) as Record<string, unknown>;
     } catch (error) {
       this.journal.finish(record, "outcome_unknown");
+      // Best effort: the call's own error already says its outcome is unknown.
+      this.journal.persisted().catch(() => {});
       if (signal?.aborted) {
         throw new ReplError(
           "MCP_CANCELLED",
@@ -181,6 +184,11 @@ export class Broker {
       );
     }
     this.journal.finish(record, result.isError === true ? "tool_error" : "completed");
+    try {
+      await this.journal.persisted();
+    } catch {
+      throw new ReplError("JOURNAL_WRITE", JOURNAL_WRITE_FAILED);
+    }
     if (utf8Bytes(JSON.stringify(result)) > BROKER_RESULT_MAX_BYTES) {
       throw new ReplError(
         "MCP_RESULT_SIZE",
@@ -189,6 +197,20 @@ export class Broker {
       );
     }
     return result;
+  }
+
+  /** With --journal, a call is sent only once its dispatch record is on disk. */
+  private async journalDispatch(record: JournalRecord): Promise<void> {
+    try {
+      await this.journal.persisted();
+    } catch {
+      this.journal.discard(record);
+      throw new ReplError(
+        "JOURNAL_WRITE",
+        "MCP call was not sent: the durable journal could not be updated; check the --journal file, " +
+          "its directory and free space",
+      );
+    }
   }
 
   /** The catalogue, with peer-supplied error text (it may echo credentials) replaced by our own. */

@@ -1,27 +1,63 @@
 // Effect metadata of every dispatched call, kept in memory for the server's life and shared by all
-// brokers: who called what, when, and how it ended. Never arguments, never results.
+// brokers: who called what, when, and how it ended. Never arguments, never results. With --journal the
+// same records are also kept on disk (journal-file.ts) so that after a crash the agent can still see
+// which external writes may have happened.
 import { randomUUID } from "node:crypto";
+import * as v from "valibot";
 import { ReplError } from "../errors.ts";
-import { JOURNAL_MAX_RECORDS } from "../limits.ts";
+import {
+  JOURNAL_MAX_RECORDS,
+  JOURNAL_MAX_SERIALIZED_BYTES,
+  JOURNAL_PROJECT_MAX_CHARS,
+  JOURNAL_TEXT_MAX_CHARS,
+} from "../limits.ts";
+import { utf8Bytes } from "../text/utf8.ts";
 
-export type JournalStatus = "dispatched" | "completed" | "tool_error" | "outcome_unknown";
+const Text = v.pipe(v.string(), v.maxLength(JOURNAL_TEXT_MAX_CHARS));
+const Millis = v.pipe(v.number(), v.integer(), v.minValue(0));
 
-export interface JournalRecord {
-  id: string;
-  session_id: string;
-  project: string;
-  run_id: string | null;
-  server: string;
-  tool: string;
-  started_ms: number;
-  finished_ms: number | null;
-  status: JournalStatus;
+export const JOURNAL_STATUSES = ["dispatched", "completed", "tool_error", "outcome_unknown"] as const;
+
+/** One record: exactly these keys, in this order (a journal file with any other key is refused). */
+export const JournalRecordSchema = v.strictObject({
+  id: Text,
+  session_id: Text,
+  project: v.pipe(v.string(), v.maxLength(JOURNAL_PROJECT_MAX_CHARS)),
+  run_id: v.nullable(Text),
+  server: Text,
+  tool: Text,
+  started_ms: Millis,
+  finished_ms: v.nullable(Millis),
+  status: v.picklist(JOURNAL_STATUSES),
+});
+
+export type JournalRecord = v.InferOutput<typeof JournalRecordSchema>;
+export type JournalStatus = JournalRecord["status"];
+
+/** Where changes go to become durable; absent without --journal. */
+export interface JournalStore {
+  /** Schedules a write of the current records; resolves once a write containing them is on disk. */
+  persist(records: readonly JournalRecord[]): Promise<void>;
 }
+
+export const JOURNAL_WRITE_FAILED =
+  "MCP call completed but durable journal update failed; do not retry blindly";
 
 const cut = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
 
 export class Journal {
-  private readonly records: JournalRecord[] = [];
+  private readonly records: JournalRecord[];
+
+  constructor(
+    private readonly store?: JournalStore,
+    loaded: JournalRecord[] = [],
+  ) {
+    this.records = loaded;
+  }
+
+  get durable(): boolean {
+    return this.store !== undefined;
+  }
 
   /** Records a call about to be sent. Refuses (before dispatch) when every slot holds a call in flight. */
   dispatched(fields: {
@@ -30,10 +66,27 @@ export class Journal {
     run_id: string | null;
     server: string;
     tool: string;
-  }) {
-    if (this.records.length >= JOURNAL_MAX_RECORDS) {
-      const oldestDone = this.records.findIndex((record) => record.status !== "dispatched");
+  }): JournalRecord {
+    const now = Date.now();
+    const record: JournalRecord = {
+      id: `${now}-${randomUUID()}`,
+      session_id: cut(fields.session_id, JOURNAL_TEXT_MAX_CHARS),
+      project: cut(fields.project, JOURNAL_PROJECT_MAX_CHARS),
+      run_id: fields.run_id === null ? null : cut(fields.run_id, JOURNAL_TEXT_MAX_CHARS),
+      server: cut(fields.server, JOURNAL_TEXT_MAX_CHARS),
+      tool: cut(fields.tool, JOURNAL_TEXT_MAX_CHARS),
+      started_ms: now,
+      finished_ms: null,
+      status: "dispatched",
+    };
+    this.records.push(record);
+    while (
+      this.records.length > JOURNAL_MAX_RECORDS ||
+      this.serializedBytes() > JOURNAL_MAX_SERIALIZED_BYTES
+    ) {
+      const oldestDone = this.records.findIndex((candidate) => candidate.status !== "dispatched");
       if (oldestDone === -1) {
+        this.records.pop();
         throw new ReplError(
           "JOURNAL_FULL",
           "MCP journal is full of calls in flight; wait for them to finish",
@@ -41,19 +94,6 @@ export class Journal {
       }
       this.records.splice(oldestDone, 1);
     }
-    const now = Date.now();
-    const record: JournalRecord = {
-      id: `${now}-${randomUUID()}`,
-      session_id: cut(fields.session_id, 400),
-      project: cut(fields.project, 4096),
-      run_id: fields.run_id === null ? null : cut(fields.run_id, 400),
-      server: cut(fields.server, 400),
-      tool: cut(fields.tool, 400),
-      started_ms: now,
-      finished_ms: null,
-      status: "dispatched",
-    };
-    this.records.push(record);
     return record;
   }
 
@@ -62,11 +102,26 @@ export class Journal {
     record.finished_ms = Date.now();
   }
 
+  /** Forgets a record whose call was never sent (its dispatch record could not be made durable). */
+  discard(record: JournalRecord): void {
+    const index = this.records.indexOf(record);
+    if (index !== -1) this.records.splice(index, 1);
+  }
+
+  /** Resolves when the records as they are now are durable (at once without --journal). */
+  persisted(): Promise<void> {
+    return this.store ? this.store.persist(this.records) : Promise.resolve();
+  }
+
   list(): JournalRecord[] {
     return this.records.map((record) => ({ ...record }));
   }
 
   get size(): number {
     return this.records.length;
+  }
+
+  private serializedBytes(): number {
+    return utf8Bytes(JSON.stringify(this.records));
   }
 }

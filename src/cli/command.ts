@@ -10,6 +10,7 @@ export interface ServeOptions {
   mcpScope: string;
   maxMemoryMib: number;
   logLevel: LogLevelName;
+  journal: string | undefined;
 }
 
 export class UsageError extends Error {}
@@ -49,6 +50,11 @@ const args = {
     default: "2048",
     valueHint: "mib",
   },
+  journal: {
+    type: "string",
+    description: "Durable journal of brokered calls (effect metadata only), locked for this server",
+    valueHint: "path",
+  },
   "log-level": {
     type: "string",
     description: `Diagnostics on stderr: ${Object.keys(LOG_LEVELS).join(", ")}`,
@@ -81,7 +87,10 @@ function optionsFrom(parsed: Record<string, unknown>): ServeOptions {
   if (python === "") throw new UsageError("--python needs a path");
   const config = parsed.config as string | undefined;
   if (config === "") throw new UsageError("--config needs a path");
+  const journal = parsed.journal as string | undefined;
+  if (journal === "") throw new UsageError("--journal needs a path");
   return {
+    journal,
     python,
     config,
     mcpScope: String(parsed["mcp-scope"]),

@@ -23,6 +23,8 @@ export interface SessionsOptions {
   /** An explicit --config registry (absolute) shared by all sessions; else each project's .mcp.json. */
   configPath: string | undefined;
   scopes: Set<Scope>;
+  /** The durable journal of --journal; else an in-memory one is made. */
+  journal?: Journal;
 }
 
 export class Sessions {
@@ -30,13 +32,14 @@ export class Sessions {
   readonly default: Session;
   private readonly byId = new Map<string, Session>();
   private opening = 0;
-  readonly journal = new Journal();
+  readonly journal: Journal;
   /** One store for the whole server: its bounds are server-wide, each artifact belongs to a session. */
   readonly artifacts = new ArtifactStore();
   /** One broker per canonical project (one in all with an explicit --config), with its session count. */
   private readonly brokers = new Map<string, { broker: Broker; sessions: number }>();
 
   constructor(private readonly options: SessionsOptions) {
+    this.journal = options.journal ?? new Journal();
     this.default = new Session({
       broker: this.attachBroker(options.project),
       journal: this.journal,
