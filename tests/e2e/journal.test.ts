@@ -3,7 +3,6 @@
 // after a completed call reported as such.
 import { afterEach, expect, test } from "bun:test";
 import {
-  chmodSync,
   chownSync,
   existsSync,
   lstatSync,
