@@ -7,5 +7,8 @@ if (process.argv[2] === GUARDIAN_FLAG) {
   await runGuardian();
 } else {
   const [{ runCli }, { serve }] = await Promise.all([import("./cli/command.ts"), import("./serve.ts")]);
-  await runCli(serve);
+  await runCli({
+    serve,
+    doctor: async (options) => (await import("./doctor/doctor.ts")).doctor(options),
+  });
 }

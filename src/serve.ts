@@ -3,7 +3,6 @@ import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Journal } from "./broker/journal.ts";
 import { openDurableJournal } from "./broker/journal-file.ts";
-import { parseScopes, type Scope } from "./broker/registry.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import { describe } from "./errors.ts";
 import { log, setLogLevel } from "./log.ts";
@@ -23,13 +22,6 @@ export async function serve(options: ServeOptions): Promise<void> {
     log.error(`cannot resolve the launch directory: ${describe(error)}`);
     process.exit(1);
   }
-  let scopes: Set<Scope>;
-  try {
-    scopes = parseScopes(options.mcpScope);
-  } catch (error) {
-    process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
-    process.exit(2);
-  }
   let journal: Journal | undefined;
   if (options.journal !== undefined) {
     try {
@@ -39,14 +31,14 @@ export async function serve(options: ServeOptions): Promise<void> {
       process.exit(1);
     }
   }
-  const interpreter = selectDefaultInterpreter(options.python ?? process.env.REPL_MCP_PYTHON, project);
+  const interpreter = selectDefaultInterpreter(options.python, project);
   if (interpreter.problem) log.warn(interpreter.problem);
   const sessions = new Sessions({
     project,
     interpreter,
     maxMemoryMib: options.maxMemoryMib,
     configPath: options.config === undefined ? undefined : resolve(project, options.config),
-    scopes,
+    scopes: options.scopes,
     journal,
   });
   const registryError = sessions.defaultBroker.health().configuration_error;

@@ -18,7 +18,7 @@ import type { ServerEntry } from "./config.ts";
 import { ConnectionPool, transportKey } from "./connections.ts";
 import { explain } from "./explain.ts";
 import { JOURNAL_WRITE_FAILED, type Journal, type JournalRecord } from "./journal.ts";
-import { loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
+import { type ExclusionReason, loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
 import { Semaphore } from "./semaphore.ts";
 
 export interface CallContext {
@@ -55,6 +55,15 @@ export class Broker {
 
   servers(): string[] {
     return [...this.usable().servers.keys()].sort();
+  }
+
+  /** Every entry as loaded, broken registry or not (doctor lists them; cells use servers()). */
+  serverEntries(): ServerEntry[] {
+    return [...this.registry.servers.values()];
+  }
+
+  exclusions(): ReadonlyMap<string, ExclusionReason> {
+    return this.registry.excluded;
   }
 
   async tools(server: string, timeoutSeconds: number, signal?: AbortSignal): Promise<Tool[]> {

@@ -1,77 +1,93 @@
-// The command line (contract §8). citty parses; this file owns the flag table and turns usage mistakes
-// into clear errors before anything starts.
-import { defineCommand, runMain, showUsage } from "citty";
+// The command line (contract §8). Serving is the default; `doctor` is the one subcommand. Usage
+// mistakes never reach stdout (an MCP client reads it as JSON-RPC): one line saying what is wrong and
+// one hint go to stderr, and the exit status is 2. Help and the version are asked for, so they go to
+// stdout.
+import { parseArgs } from "citty";
+import { parseScopes, type Scope } from "../broker/registry.ts";
+import { describe } from "../errors.ts";
 import { LOG_LEVELS, type LogLevelName } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
+import { palette } from "./colour.ts";
+import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS } from "./flags.ts";
+import { doctorHelp, serveHelp } from "./help.ts";
 
-export interface ServeOptions {
+/** Where things are: shared by serving and doctor. */
+export interface Placement {
   python: string | undefined;
   config: string | undefined;
-  mcpScope: string;
+  scopes: Set<Scope>;
+  journal: string | undefined;
+  /** Where --python's value came from: the flag itself or REPL_MCP_PYTHON. */
+  pythonFrom: "flag" | "env" | undefined;
+}
+
+export interface ServeOptions extends Placement {
   maxMemoryMib: number;
   logLevel: LogLevelName;
-  journal: string | undefined;
+}
+
+export interface DoctorOptions extends Placement {
+  json: boolean;
+  connect: string | undefined;
+}
+
+export interface Commands {
+  serve(options: ServeOptions): Promise<void>;
+  doctor(options: DoctorOptions): Promise<number>;
 }
 
 export class UsageError extends Error {}
 
-const args = {
-  transport: {
-    type: "string",
-    description: "How MCP clients connect; only stdio is supported",
-    default: "stdio",
-    valueHint: "stdio",
-  },
-  config: {
-    type: "string",
-    description:
-      "Broker registry file (mcpServers JSON) shared by all sessions; default: <project>/.mcp.json",
-    valueHint: "path",
-  },
-  "mcp-scope": {
-    type: "string",
-    description: "Broker registry sources: project, user, local (comma list), all or none",
-    default: "project",
-    valueHint: "scopes",
-  },
-  "no-autoconnect": {
-    type: "boolean",
-    description: "Accepted for older launchers; connections are always lazy",
-  },
-  python: {
-    type: "string",
-    description:
-      "Default Python interpreter (else $REPL_MCP_PYTHON, a python beside this binary, python3 on PATH)",
-    valueHint: "path",
-  },
-  "max-memory-mib": {
-    type: "string",
-    description: "Worker RSS budget in MiB, sampled while a cell runs; 0 disables",
-    default: "2048",
-    valueHint: "mib",
-  },
-  journal: {
-    type: "string",
-    description: "Durable journal of brokered calls (effect metadata only), locked for this server",
-    valueHint: "path",
-  },
-  "log-level": {
-    type: "string",
-    description: `Diagnostics on stderr: ${Object.keys(LOG_LEVELS).join(", ")}`,
-    default: "warn",
-    valueHint: "level",
-  },
-} as const;
-
 const camel = (name: string) => name.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase());
-// citty reports each flag under its own name and its camelCase alias; booleans also as their negation.
-const KNOWN = new Set(["_", "autoconnect", ...Object.keys(args).flatMap((name) => [name, camel(name)])]);
 
-function optionsFrom(parsed: Record<string, unknown>): ServeOptions {
-  const unknown = Object.keys(parsed).filter((key) => !KNOWN.has(key));
-  if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}; see ${NAME} --help`);
+/** citty's parse, then every key checked: it reports each flag under its name and camelCase alias. */
+function parse(raw: string[], flags: Record<string, Flag>): Record<string, unknown> {
+  // Defaults are applied below, after the environment, so a variable can stand in for an absent flag.
+  const table = Object.fromEntries(
+    Object.entries(flags).map(([name, { default: _, ...flag }]) => [name, flag]),
+  );
+  const parsed = { ...(parseArgs(raw, table as Parameters<typeof parseArgs>[1]) as Record<string, unknown>) };
+  const known = new Set(["_", "autoconnect", ...Object.keys(flags).flatMap((name) => [name, camel(name)])]);
+  // The parser's result is a proxy that also answers camelCase names; a plain copy is easier to extend.
+
+  const unknown = Object.keys(parsed).find((key) => !known.has(key));
+  if (unknown !== undefined) {
+    const dashes = unknown.length === 1 ? "-" : "--";
+    throw new UsageError(`unknown option ${dashes}${unknown}`);
+  }
   const positional = parsed._ as string[] | undefined;
-  if (positional?.length) throw new UsageError(`unexpected argument "${positional[0]}"; see ${NAME} --help`);
+  if (positional?.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
+  for (const [name, flag] of Object.entries(flags)) {
+    if (flag.type === "string" && parsed[name] === "") throw new UsageError(`--${name} needs a value`);
+    if (flag.type !== "string" || parsed[name] !== undefined) continue;
+    if (flag.env && process.env[flag.env]) {
+      parsed[name] = process.env[flag.env];
+      parsed[`${name}:from-env`] = true;
+    } else if (flag.default !== undefined) {
+      parsed[name] = flag.default;
+    }
+  }
+  return parsed;
+}
+
+function placement(parsed: Record<string, unknown>): Placement {
+  let scopes: Set<Scope>;
+  try {
+    scopes = parseScopes(String(parsed["mcp-scope"]));
+  } catch (error) {
+    throw new UsageError(`--mcp-scope: ${describe(error)}`);
+  }
+  return {
+    python: parsed.python as string | undefined,
+    config: parsed.config as string | undefined,
+    scopes,
+    journal: parsed.journal as string | undefined,
+    pythonFrom: parsed.python === undefined ? undefined : parsed["python:from-env"] ? "env" : "flag",
+  };
+}
+
+function serveOptions(raw: string[]): ServeOptions {
+  const parsed = parse(raw, SERVE_FLAGS);
   if (parsed.transport !== "stdio") {
     throw new UsageError(`--transport must be stdio (got "${String(parsed.transport)}")`);
   }
@@ -83,43 +99,50 @@ function optionsFrom(parsed: Record<string, unknown>): ServeOptions {
   if (!(level in LOG_LEVELS)) {
     throw new UsageError(`--log-level must be one of ${Object.keys(LOG_LEVELS).join(", ")} (got "${level}")`);
   }
-  const python = parsed.python as string | undefined;
-  if (python === "") throw new UsageError("--python needs a path");
-  const config = parsed.config as string | undefined;
-  if (config === "") throw new UsageError("--config needs a path");
-  const journal = parsed.journal as string | undefined;
-  if (journal === "") throw new UsageError("--journal needs a path");
+  return { ...placement(parsed), maxMemoryMib: Number(mib), logLevel: level as LogLevelName };
+}
+
+function doctorOptions(raw: string[]): DoctorOptions {
+  const parsed = parse(raw, DOCTOR_FLAGS);
   return {
-    journal,
-    python,
-    config,
-    mcpScope: String(parsed["mcp-scope"]),
-    maxMemoryMib: Number(mib),
-    logLevel: level as LogLevelName,
+    ...placement(parsed),
+    json: parsed.json === true,
+    connect: parsed.connect as string | undefined,
   };
 }
 
-export async function runCli(serve: (options: ServeOptions) => Promise<void>): Promise<void> {
-  const command = defineCommand({
-    meta: {
-      name: NAME,
-      version: VERSION,
-      description:
-        "MCP server giving AI agents a persistent, trusted local Python REPL. MCP clients start it over stdio.",
-    },
-    args,
-    async run({ args: parsed }) {
-      let options: ServeOptions;
-      try {
-        options = optionsFrom(parsed as Record<string, unknown>);
-      } catch (error) {
-        if (!(error instanceof UsageError)) throw error;
-        await showUsage(command);
-        process.stderr.write(`\n${NAME}: error: ${error.message}\n`);
-        process.exit(2);
-      }
-      await serve(options);
-    },
-  });
-  await runMain(command);
+/** Flags before a `--` only: what follows it is never ours to interpret. */
+const asks = (raw: string[], ...names: string[]) => {
+  const end = raw.indexOf("--");
+  return (end === -1 ? raw : raw.slice(0, end)).some((arg) => names.includes(arg));
+};
+
+function usageFailure(error: UsageError, command: string): never {
+  const paint = palette(process.stderr);
+  process.stderr.write(
+    `${NAME}: ${paint.red("error:")} ${error.message}\n` +
+      `Run '${command} --help' for the options and an example client configuration.\n`,
+  );
+  process.exit(2);
+}
+
+export async function runCli(commands: Commands, raw = process.argv.slice(2)): Promise<void> {
+  const isDoctor = raw[0] === "doctor";
+  const rest = isDoctor ? raw.slice(1) : raw;
+  if (asks(rest, "--help", "-h")) {
+    process.stdout.write(isDoctor ? doctorHelp(process.stdout) : serveHelp(process.stdout));
+    return;
+  }
+  if (!isDoctor && asks(rest, "--version", "-v")) {
+    process.stdout.write(`${VERSION}\n`);
+    return;
+  }
+  try {
+    if (isDoctor) process.exitCode = await commands.doctor(doctorOptions(rest));
+    else await commands.serve(serveOptions(rest));
+  } catch (error) {
+    if (error instanceof UsageError) usageFailure(error, isDoctor ? `${NAME} doctor` : NAME);
+    process.stderr.write(`${NAME}: error: ${describe(error)}\n`);
+    process.exit(1);
+  }
 }

@@ -1,0 +1,86 @@
+// Every public flag, described once: the parser, `--help` and the README table agree because they all
+// come from here. Serving and `doctor` share the flags that say where things are.
+import { LOG_LEVELS } from "../log.ts";
+
+export interface Flag {
+  type: "string" | "boolean";
+  description: string;
+  valueHint?: string;
+  default?: string;
+  /** Defaulted from this environment variable when the flag is absent. */
+  env?: string;
+}
+
+const where = {
+  config: {
+    type: "string",
+    description:
+      "Broker registry file (mcpServers JSON) shared by all sessions; default: <project>/.mcp.json",
+    valueHint: "path",
+  },
+  "mcp-scope": {
+    type: "string",
+    description: "Broker registry sources: project, user, local (comma list), all or none",
+    default: "project",
+    valueHint: "scopes",
+  },
+  python: {
+    type: "string",
+    description: "Default Python interpreter (else a python beside this binary, else python3 on PATH)",
+    valueHint: "path",
+    env: "REPL_MCP_PYTHON",
+  },
+  journal: {
+    type: "string",
+    description: "Also keep the journal of brokered calls in this file, locked for this server",
+    valueHint: "path",
+  },
+} satisfies Record<string, Flag>;
+
+export const SERVE_FLAGS = {
+  transport: {
+    type: "string",
+    description: "How MCP clients connect; only stdio is supported",
+    default: "stdio",
+    valueHint: "stdio",
+  },
+  ...where,
+  "no-autoconnect": {
+    type: "boolean",
+    description: "Accepted for older launchers; connections are always lazy",
+  },
+  "max-memory-mib": {
+    type: "string",
+    description: "Worker RSS budget in MiB, sampled while a cell runs; 0 disables",
+    default: "2048",
+    valueHint: "mib",
+  },
+  "log-level": {
+    type: "string",
+    description: `Diagnostics on stderr: ${Object.keys(LOG_LEVELS).join(", ")}`,
+    default: "warn",
+    valueHint: "level",
+    env: "REPL_MCP_LOG_LEVEL",
+  },
+} satisfies Record<string, Flag>;
+
+export const DOCTOR_FLAGS = {
+  ...where,
+  json: { type: "boolean", description: "Print the report as one JSON object" },
+  connect: {
+    type: "string",
+    description: "Also connect to this registry server and list its tools",
+    valueHint: "name",
+  },
+} satisfies Record<string, Flag>;
+
+export const ENVIRONMENT: [name: string, meaning: string][] = [
+  ["REPL_MCP_PYTHON", "default interpreter, as --python"],
+  ["REPL_MCP_NO_BRIDGE=1", "disable the broker (set for workers and stdio peers, so brokers never nest)"],
+  ["REPL_MCP_LOG_LEVEL", "default for --log-level"],
+  ["HOME", "needed for the user and local registry scopes (~/.claude.json)"],
+  ["TMPDIR", "where artifact files are created"],
+  ["NO_COLOR, FORCE_COLOR", "colour in --help and doctor output (by default only on a terminal)"],
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the literal placeholder syntax, shown to users
+  ["${VAR}", "any variable a registry entry names in its command, args, env, url, headers or oauth"],
+];
