@@ -45,18 +45,23 @@ export const JOURNAL_WRITE_FAILED =
 
 const cut = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
 
+/** A call in flight grows when it finishes (a 13-digit finished_ms, "outcome_unknown"): room is kept. */
+const FINISH_GROWTH_BYTES = 14;
+const bytesOf = (record: JournalRecord) =>
+  utf8Bytes(JSON.stringify(record)) + (record.status === "dispatched" ? FINISH_GROWTH_BYTES : 0);
+
 export class Journal {
   private readonly records: JournalRecord[];
+  /** Each record's serialized size, kept current so the byte bound costs nothing per call. */
+  private readonly sizes = new WeakMap<JournalRecord, number>();
+  private recordBytes = 0;
 
   constructor(
     private readonly store?: JournalStore,
     loaded: JournalRecord[] = [],
   ) {
     this.records = loaded;
-  }
-
-  get durable(): boolean {
-    return this.store !== undefined;
+    for (const record of loaded) this.measure(record);
   }
 
   /** Records a call about to be sent. Refuses (before dispatch) when every slot holds a call in flight. */
@@ -80,32 +85,35 @@ export class Journal {
       status: "dispatched",
     };
     this.records.push(record);
+    this.measure(record);
     while (
       this.records.length > JOURNAL_MAX_RECORDS ||
       this.serializedBytes() > JOURNAL_MAX_SERIALIZED_BYTES
     ) {
       const oldestDone = this.records.findIndex((candidate) => candidate.status !== "dispatched");
       if (oldestDone === -1) {
-        this.records.pop();
+        this.forget(this.records.length - 1);
         throw new ReplError(
           "JOURNAL_FULL",
           "MCP journal is full of calls in flight; wait for them to finish",
         );
       }
-      this.records.splice(oldestDone, 1);
+      this.forget(oldestDone);
     }
     return record;
   }
 
   finish(record: JournalRecord, status: Exclude<JournalStatus, "dispatched">): void {
+    this.recordBytes -= this.sizes.get(record) ?? 0;
     record.status = status;
     record.finished_ms = Date.now();
+    this.measure(record);
   }
 
   /** Forgets a record whose call was never sent (its dispatch record could not be made durable). */
   discard(record: JournalRecord): void {
     const index = this.records.indexOf(record);
-    if (index !== -1) this.records.splice(index, 1);
+    if (index !== -1) this.forget(index);
   }
 
   /** Resolves when the records as they are now are durable (at once without --journal). */
@@ -121,7 +129,19 @@ export class Journal {
     return this.records.length;
   }
 
+  /** At least the size of JSON.stringify(records): brackets, the records, and commas between them. */
   private serializedBytes(): number {
-    return utf8Bytes(JSON.stringify(this.records));
+    return 2 + this.recordBytes + Math.max(0, this.records.length - 1);
+  }
+
+  private measure(record: JournalRecord): void {
+    const bytes = bytesOf(record);
+    this.sizes.set(record, bytes);
+    this.recordBytes += bytes;
+  }
+
+  private forget(index: number): void {
+    const [record] = this.records.splice(index, 1);
+    if (record) this.recordBytes -= this.sizes.get(record) ?? 0;
   }
 }
