@@ -9,6 +9,7 @@ import { log, setLogLevel } from "./log.ts";
 import { serveStdio } from "./server/server.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
 import { Sessions } from "./sessions/registry.ts";
+import { SessionScope } from "./sessions/scope.ts";
 
 /** Even a stuck shutdown ends: children are owned by guardians that die with us anyway. */
 const SHUTDOWN_LIMIT_MS = 6_000;
@@ -58,6 +59,6 @@ export async function serve(options: ServeOptions): Promise<void> {
   process.on("SIGINT", () => void stop(0));
   process.on("SIGHUP", () => void stop(0));
 
-  await serveStdio({ sessions, maxMemoryMib: options.maxMemoryMib });
+  await serveStdio({ sessions: new SessionScope(sessions), maxMemoryMib: options.maxMemoryMib });
   await stop(0);
 }

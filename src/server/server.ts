@@ -56,7 +56,8 @@ class MethodNotFound extends Error {
   }
 }
 
-export async function serveStdio(ctx: ServerContext): Promise<void> {
+/** One MCP server for one client: stdio has one for the process, HTTP one per MCP session. */
+export function createServer(ctx: ServerContext): Server {
   const server = new Server(
     { name: NAME, version: VERSION },
     { capabilities: CAPABILITIES, instructions: INSTRUCTIONS },
@@ -112,6 +113,11 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
   server.setRequestHandler(ListTasksRequestSchema, async (request) => tasks.list(request.params?.cursor));
   server.setRequestHandler(CancelTaskRequestSchema, async (request) => tasks.cancel(request.params.taskId));
 
+  return server;
+}
+
+export async function serveStdio(ctx: ServerContext): Promise<void> {
+  const server = createServer(ctx);
   const transport = new StdioTransport();
   const closed = new Promise<void>((resolve) => {
     server.onclose = () => resolve();

@@ -1,5 +1,6 @@
-// All sessions of this server: the default one, created at startup for the launch directory, and the
-// ones agents open on their own projects. Routing by session_id happens here.
+// All sessions of this process, whichever MCP client opened them: the process-wide limits (sessions,
+// concurrent opens, the artifact store) and the brokers live here. Clients see sessions only through their
+// own SessionScope (scope.ts), which owns their default session and routes their session_ids.
 import { randomUUID } from "node:crypto";
 import { realpathSync, statSync } from "node:fs";
 import { resolve } from "node:path";
@@ -7,7 +8,7 @@ import { ArtifactStore } from "../artifacts/store.ts";
 import { Broker } from "../broker/broker.ts";
 import { Journal } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
-import { ProtocolError, ReplError } from "../errors.ts";
+import { ReplError } from "../errors.ts";
 import { SESSION_CLOSE_WAIT_MS, SESSION_NAME_MAX_BYTES, SESSION_OPENS_MAX, SESSIONS_MAX } from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
@@ -15,6 +16,7 @@ import { probeInterpreter } from "./probe.ts";
 import { Session, workerEnv } from "./session.ts";
 
 export const SESSION_NOT_FOUND = "Session not found or closed; open a new session";
+export const SESSION_GONE = "Session not found or already closed";
 
 export interface SessionsOptions {
   project: string;
@@ -29,7 +31,6 @@ export interface SessionsOptions {
 
 export class Sessions {
   readonly serverId = randomUUID();
-  readonly default: Session;
   private readonly byId = new Map<string, Session>();
   private opening = 0;
   readonly journal: Journal;
@@ -40,31 +41,40 @@ export class Sessions {
 
   constructor(private readonly options: SessionsOptions) {
     this.journal = options.journal ?? new Journal();
-    this.default = new Session({
-      broker: this.attachBroker(options.project),
+    // The launch project's broker exists from the start: health reports it before any session uses it.
+    this.brokers.set(this.brokerKey(options.project), {
+      broker: this.newBroker(options.project),
+      sessions: 0,
+    });
+  }
+
+  /** A new default session: the launch project with the server's interpreter. It counts toward the limit. */
+  openDefault(): Session {
+    if (this.byId.size >= SESSIONS_MAX) {
+      throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
+    }
+    const session = new Session({
+      broker: this.attachBroker(this.options.project),
       journal: this.journal,
       artifacts: this.artifacts,
       serverId: this.serverId,
       name: "default",
-      project: options.project,
-      python: options.interpreter.path,
+      project: this.options.project,
+      python: this.options.interpreter.path,
       source: "server_default",
-      problem: options.interpreter.problem,
-      maxMemoryMib: options.maxMemoryMib,
+      problem: this.options.interpreter.problem,
+      maxMemoryMib: this.options.maxMemoryMib,
     });
-    this.byId.set(this.default.id, this.default);
+    this.byId.set(session.id, session);
+    return session;
   }
 
   get serverDefault(): Interpreter {
     return this.options.interpreter;
   }
 
-  /** The session a routed tool addresses; omitted → the default session. */
-  route(sessionId: string | undefined): Session {
-    if (sessionId === undefined) return this.default;
-    const session = this.byId.get(sessionId);
-    if (!session) throw new ProtocolError(SESSION_NOT_FOUND);
-    return session;
+  get(sessionId: string): Session | undefined {
+    return this.byId.get(sessionId);
   }
 
   list(): Session[] {
@@ -125,13 +135,7 @@ export class Sessions {
   /** Stops the session's run and worker and forgets it. */
   async close(sessionId: string): Promise<Session> {
     const session = this.byId.get(sessionId);
-    if (!session) throw new ReplError("SESSION_GONE", "Session not found or already closed");
-    if (session === this.default) {
-      throw new ReplError(
-        "DEFAULT_SESSION",
-        "The default session cannot be closed; use execute_python with reset=true to clear it",
-      );
-    }
+    if (!session) throw new ReplError("SESSION_GONE", SESSION_GONE);
     this.byId.delete(sessionId);
     session.markClosed();
     this.artifacts.deleteForSession(session.id);
@@ -156,6 +160,13 @@ export class Sessions {
     await Promise.all([...this.brokers.values()].map(({ broker }) => broker.close()));
   }
 
+  private newBroker(project: string): Broker {
+    return new Broker(
+      { project, configPath: this.options.configPath, scopes: this.options.scopes, env: process.env },
+      this.journal,
+    );
+  }
+
   private brokerKey(project: string): string {
     return this.options.configPath === undefined ? project : "";
   }
@@ -164,11 +175,7 @@ export class Sessions {
     const key = this.brokerKey(project);
     let held = this.brokers.get(key);
     if (!held) {
-      const broker = new Broker(
-        { project, configPath: this.options.configPath, scopes: this.options.scopes, env: process.env },
-        this.journal,
-      );
-      held = { broker, sessions: 0 };
+      held = { broker: this.newBroker(project), sessions: 0 };
       this.brokers.set(key, held);
     }
     held.sessions++;

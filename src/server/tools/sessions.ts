@@ -2,7 +2,7 @@
 import * as v from "valibot";
 import { INVENTORY_TIMEOUT_SECONDS, SESSION_NAME_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
 import { sessionMetadata } from "../../sessions/metadata.ts";
-import type { Sessions } from "../../sessions/registry.ts";
+import type { SessionScope } from "../../sessions/scope.ts";
 import { SessionId, stamp, successOrError } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
@@ -51,7 +51,7 @@ export const pythonSessionList = defineTool({
   },
 });
 
-export function sessionList(sessions: Sessions, maxMemoryMib: number) {
+export function sessionList(sessions: SessionScope, maxMemoryMib: number) {
   return {
     server_id: sessions.serverId,
     sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),

@@ -1,7 +1,7 @@
 // The shape of one tool: its valibot input schema (the single source of the published JSON Schema and
 // of the handler's argument type), its output schema, annotations, and the handler.
 import type * as v from "valibot";
-import type { Sessions } from "../../sessions/registry.ts";
+import type { SessionScope } from "../../sessions/scope.ts";
 import type { Session } from "../../sessions/session.ts";
 import type { ExecutionResult } from "../../worker/result.ts";
 import type { ActiveRun } from "../../worker/run.ts";
@@ -9,7 +9,8 @@ import type { RunRequest } from "../../worker/supervisor.ts";
 import type { JsonSchema } from "../schema.ts";
 
 export interface ServerContext {
-  sessions: Sessions;
+  /** What this MCP client may see: its default session and the sessions it opened. */
+  sessions: SessionScope;
   maxMemoryMib: number;
 }
 

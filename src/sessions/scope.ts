@@ -1,0 +1,80 @@
+// What one MCP client sees: its own default session and the sessions it opened, nothing else. Over stdio
+// there is one scope for the life of the process; over HTTP each MCP session has one, ended with it.
+// Another scope's session ids get exactly the answers an unknown id gets.
+import type { Broker } from "../broker/broker.ts";
+import { ProtocolError, ReplError } from "../errors.ts";
+import type { Interpreter } from "./interpreter.ts";
+import { SESSION_GONE, SESSION_NOT_FOUND, type Sessions } from "./registry.ts";
+import type { Session } from "./session.ts";
+
+export class SessionScope {
+  readonly default: Session;
+  private readonly owned = new Set<string>();
+  private ended = false;
+
+  /** Throws SESSION_LIMIT when the process already holds as many sessions as it may. */
+  constructor(private readonly pool: Sessions) {
+    this.default = pool.openDefault();
+    this.owned.add(this.default.id);
+  }
+
+  get serverId(): string {
+    return this.pool.serverId;
+  }
+
+  get serverDefault(): Interpreter {
+    return this.pool.serverDefault;
+  }
+
+  get defaultBroker(): Broker {
+    return this.pool.defaultBroker;
+  }
+
+  /** The session a routed tool addresses; omitted → this scope's default session. */
+  route(sessionId: string | undefined): Session {
+    if (sessionId === undefined) return this.default;
+    const session = this.owned.has(sessionId) ? this.pool.get(sessionId) : undefined;
+    if (!session) throw new ProtocolError(SESSION_NOT_FOUND);
+    return session;
+  }
+
+  list(): Session[] {
+    return this.pool.list().filter((session) => this.owned.has(session.id));
+  }
+
+  async open(name: string, project: string, python: string | undefined, signal?: AbortSignal) {
+    const session = await this.pool.open(name, project, python, signal);
+    if (this.ended) {
+      // The client went away while the interpreter was being probed: nobody can reach this session.
+      await this.pool.close(session.id);
+      throw new ReplError("SESSION_GONE", "The MCP session ended while this session was opening");
+    }
+    this.owned.add(session.id);
+    return session;
+  }
+
+  async close(sessionId: string): Promise<Session> {
+    if (!this.owned.has(sessionId)) throw new ReplError("SESSION_GONE", SESSION_GONE);
+    if (sessionId === this.default.id) {
+      throw new ReplError(
+        "DEFAULT_SESSION",
+        "The default session cannot be closed; use execute_python with reset=true to clear it",
+      );
+    }
+    this.owned.delete(sessionId);
+    return this.pool.close(sessionId);
+  }
+
+  /** True while any of this scope's sessions has a run in progress. */
+  get busy(): boolean {
+    return this.list().some((session) => session.supervisor.active !== undefined);
+  }
+
+  /** Closes every session of the scope, the default one included: their workers stop. */
+  async end(): Promise<void> {
+    this.ended = true;
+    const ids = [...this.owned];
+    this.owned.clear();
+    await Promise.all(ids.map((id) => this.pool.close(id).catch(() => undefined)));
+  }
+}
