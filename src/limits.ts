@@ -139,3 +139,17 @@ export const ARTIFACT_CHUNK_BYTES = 32_768;
 export const ARTIFACT_CHUNK_BASE64_CHARS = 43_692;
 /** Nesting accepted when a JSON artifact is checked (the parser limit of the reference). */
 export const ARTIFACT_JSON_MAX_DEPTH = 128;
+/** HTTP transport: the TCP port when --port is not given. */
+export const HTTP_PORT_DEFAULT = 8_765;
+/** HTTP transport: an MCP session with no request for this long (and no run in progress) is ended. */
+export const HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS = 1_800;
+/** A week: beyond that an abandoned client would hold its workers for no purpose. */
+export const HTTP_IDLE_TIMEOUT_MAX_SECONDS = 604_800;
+/** Bytes an HTTP client may leave unread across its SSE streams; more and the overflowing stream is cut. */
+export const HTTP_SSE_BACKLOG_MAX_BYTES = 4_194_304;
+/** A bearer token shorter than this is guessable; the server refuses to start with it. */
+export const HTTP_TOKEN_MIN_CHARS = 16;
+/** A token file larger than this is not a token. */
+export const HTTP_TOKEN_FILE_MAX_BYTES = 4_096;
+/** Seconds Bun may keep a connection with no traffic before an MCP request has been authenticated. */
+export const HTTP_UNAUTHENTICATED_IDLE_SECONDS = 30;

@@ -1,11 +1,14 @@
-// Runs the MCP server until the client goes away or a signal arrives, then stops every worker.
+// Runs the MCP server until the client goes away (stdio) or a signal arrives, then stops every worker.
 import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Journal } from "./broker/journal.ts";
 import { openDurableJournal } from "./broker/journal-file.ts";
 import type { ServeOptions } from "./cli/command.ts";
+import type { HttpOptions } from "./cli/http.ts";
 import { describe } from "./errors.ts";
 import { log, setLogLevel } from "./log.ts";
+import { serveHttp } from "./server/http/serve.ts";
+import { loadToken, StartupError, TOKEN_ENV } from "./server/http/token.ts";
 import { serveStdio } from "./server/server.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
 import { Sessions } from "./sessions/registry.ts";
@@ -45,10 +48,12 @@ export async function serve(options: ServeOptions): Promise<void> {
   const registryError = sessions.defaultBroker.health().configuration_error;
   if (registryError) log.warn(`MCP broker registry: ${registryError}`);
 
+  let closeHttp: (() => Promise<void>) | undefined;
   let stopping: Promise<never> | undefined;
   const stop = (code: number): Promise<never> => {
     stopping ??= (async () => {
       setTimeout(() => process.exit(code), SHUTDOWN_LIMIT_MS).unref();
+      await closeHttp?.().catch((error) => log.error("shutdown:", describe(error)));
       await sessions.shutdown().catch((error) => log.error("shutdown:", describe(error)));
       await sessions.journal.persisted().catch((error) => log.error("journal:", describe(error)));
       process.exit(code);
@@ -59,6 +64,26 @@ export async function serve(options: ServeOptions): Promise<void> {
   process.on("SIGINT", () => void stop(0));
   process.on("SIGHUP", () => void stop(0));
 
+  if (options.http) {
+    closeHttp = await startHttp(sessions, options.http, options.maxMemoryMib);
+    return;
+  }
   await serveStdio({ sessions: new SessionScope(sessions), maxMemoryMib: options.maxMemoryMib });
   await stop(0);
+}
+
+/** Listens until a signal; a refusal (no safe token, port taken) ends the process with status 2. */
+async function startHttp(sessions: Sessions, http: HttpOptions, maxMemoryMib: number) {
+  try {
+    const token = loadToken(http.authTokenFile, process.env[TOKEN_ENV]);
+    const server = serveHttp(sessions, { ...http, token, maxMemoryMib });
+    // The one line a launcher or a user needs; stdout stays empty.
+    process.stderr.write(`repl-mcp: serving MCP over HTTP at ${server.url}\n`);
+    return server.close;
+  } catch (error) {
+    if (!(error instanceof StartupError)) throw error;
+    process.stderr.write(`repl-mcp: error: ${error.message}\n`);
+    await sessions.shutdown().catch(() => undefined);
+    process.exit(2);
+  }
 }

@@ -9,6 +9,7 @@ import { LOG_LEVELS, type LogLevelName } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
 import { palette } from "./colour.ts";
 import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS } from "./flags.ts";
+import { type HttpOptions, httpOptions } from "./http.ts";
 import { doctorHelp, serveHelp } from "./help.ts";
 
 /** Where things are: shared by serving and doctor. */
@@ -22,6 +23,8 @@ export interface Placement {
 }
 
 export interface ServeOptions extends Placement {
+  /** Set for --transport http. */
+  http: HttpOptions | undefined;
   maxMemoryMib: number;
   logLevel: LogLevelName;
 }
@@ -88,9 +91,12 @@ function placement(parsed: Record<string, unknown>): Placement {
 
 function serveOptions(raw: string[]): ServeOptions {
   const parsed = parse(raw, SERVE_FLAGS);
-  if (parsed.transport !== "stdio") {
-    throw new UsageError(`--transport must be stdio (got "${String(parsed.transport)}")`);
+  if (parsed.transport !== "stdio" && parsed.transport !== "http") {
+    throw new UsageError(`--transport must be stdio or http (got "${String(parsed.transport)}")`);
   }
+  const http = httpOptions(parsed, (message) => {
+    throw new UsageError(message);
+  });
   const mib = String(parsed["max-memory-mib"]);
   if (!/^\d+$/.test(mib) || !Number.isSafeInteger(Number(mib))) {
     throw new UsageError(`--max-memory-mib takes a whole number of MiB, 0 to disable (got "${mib}")`);
@@ -99,7 +105,7 @@ function serveOptions(raw: string[]): ServeOptions {
   if (!(level in LOG_LEVELS)) {
     throw new UsageError(`--log-level must be one of ${Object.keys(LOG_LEVELS).join(", ")} (got "${level}")`);
   }
-  return { ...placement(parsed), maxMemoryMib: Number(mib), logLevel: level as LogLevelName };
+  return { ...placement(parsed), http, maxMemoryMib: Number(mib), logLevel: level as LogLevelName };
 }
 
 function doctorOptions(raw: string[]): DoctorOptions {

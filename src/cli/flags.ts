@@ -1,5 +1,6 @@
 // Every public flag, described once: the parser, `--help` and the README table agree because they all
 // come from here. Serving and `doctor` share the flags that say where things are.
+import { HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS } from "../limits.ts";
 import { LOG_LEVELS } from "../log.ts";
 
 export interface Flag {
@@ -40,9 +41,40 @@ const where = {
 export const SERVE_FLAGS = {
   transport: {
     type: "string",
-    description: "How MCP clients connect; only stdio is supported",
+    description: "How MCP clients connect: stdio (launched by the client) or http (Streamable HTTP at /mcp)",
     default: "stdio",
-    valueHint: "stdio",
+    valueHint: "stdio|http",
+  },
+  host: {
+    type: "string",
+    description: "http: address to listen on (default 127.0.0.1); anything not loopback needs a token",
+    valueHint: "addr",
+  },
+  port: {
+    type: "string",
+    description: "http: TCP port (default 8765); 0 picks a free one, named on stderr",
+    valueHint: "port",
+  },
+  "auth-token-file": {
+    type: "string",
+    description: "http: file (mode 0600) holding the bearer token clients must send",
+    valueHint: "path",
+  },
+  "allowed-origin": {
+    type: "string",
+    description: "http: browser origins accepted besides loopback ones (comma list)",
+    valueHint: "origins",
+  },
+  "allowed-host": {
+    type: "string",
+    description: "http: Host names accepted besides loopback ones and --host (comma list; * for any)",
+    valueHint: "names",
+  },
+  "idle-timeout-s": {
+    type: "string",
+    description: "http: end an MCP session (and its Python sessions) after this many idle seconds",
+    default: String(HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS),
+    valueHint: "seconds",
   },
   ...where,
   "no-autoconnect": {
@@ -78,6 +110,7 @@ export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["REPL_MCP_PYTHON", "default interpreter, as --python"],
   ["REPL_MCP_NO_BRIDGE=1", "disable the broker (set for workers and stdio peers, so brokers never nest)"],
   ["REPL_MCP_LOG_LEVEL", "default for --log-level"],
+  ["REPL_MCP_HTTP_TOKEN", "with --transport http: the bearer token, instead of --auth-token-file"],
   ["HOME", "needed for the user and local registry scopes (~/.claude.json)"],
   ["TMPDIR", "where artifact files are created"],
   ["NO_COLOR, FORCE_COLOR", "colour in --help and doctor output (by default only on a terminal)"],

@@ -70,6 +70,11 @@ export class SessionScope {
     return this.list().some((session) => session.supervisor.active !== undefined);
   }
 
+  /** Nothing to lose: only the default session, and it never started Python. */
+  get pristine(): boolean {
+    return this.owned.size === 1 && this.default.supervisor.generation === 0 && !this.busy;
+  }
+
   /** Closes every session of the scope, the default one included: their workers stop. */
   async end(): Promise<void> {
     this.ended = true;

@@ -91,7 +91,7 @@ test("every usage error: one line and a hint on stderr, exit status 2, nothing o
     [["--frobnicate"], "unknown option --frobnicate"],
     [["-x"], "unknown option -x"],
     [["serve"], 'unexpected argument "serve"'],
-    [["--transport", "sse"], '--transport must be stdio (got "sse")'],
+    [["--transport", "sse"], '--transport must be stdio or http (got "sse")'],
     [["--max-memory-mib", "lots"], '--max-memory-mib takes a whole number of MiB, 0 to disable (got "lots")'],
     [["--max-memory-mib", "-1"], "--max-memory-mib takes a whole number"],
     [

@@ -1,0 +1,107 @@
+// The MCP sessions of the HTTP transport: each has its own SDK transport, MCP server and SessionScope.
+// One ends on DELETE, after its idle timeout, when its slot is needed and it never ran Python, or at
+// shutdown; ending it closes its Python sessions and stops their workers.
+import { randomUUID } from "node:crypto";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { describe } from "../../errors.ts";
+import { HTTP_SSE_BACKLOG_MAX_BYTES, MCP_MESSAGE_MAX_BYTES } from "../../limits.ts";
+import { log } from "../../log.ts";
+import type { Sessions } from "../../sessions/registry.ts";
+import { SessionScope } from "../../sessions/scope.ts";
+import { createServer } from "../server.ts";
+import { Backlog } from "./backlog.ts";
+
+export interface Client {
+  id: string | undefined;
+  server: Server;
+  transport: WebStandardStreamableHTTPServerTransport;
+  scope: SessionScope;
+  backlog: Backlog;
+  lastSeen: number;
+  ending?: Promise<void>;
+}
+
+export class Clients {
+  private readonly byId = new Map<string, Client>();
+  private readonly sweep: ReturnType<typeof setInterval>;
+
+  constructor(
+    private readonly pool: Sessions,
+    private readonly maxMemoryMib: number,
+    idleTimeoutS: number,
+  ) {
+    const idleMs = idleTimeoutS * 1000;
+    this.sweep = setInterval(() => this.endIdle(idleMs), Math.min(idleMs / 2, 5_000));
+    this.sweep.unref();
+  }
+
+  get(id: string): Client | undefined {
+    return this.byId.get(id);
+  }
+
+  /** A new, not yet initialized client; undefined when every session slot holds one that ran Python. */
+  async open(): Promise<Client | undefined> {
+    const scope = this.newScope() ?? ((await this.evictPristine()) ? this.newScope() : undefined);
+    if (!scope) return undefined;
+    const client = { id: undefined, scope, lastSeen: performance.now() } as Partial<Client> as Client;
+    client.backlog = new Backlog(HTTP_SSE_BACKLOG_MAX_BYTES, () =>
+      log.warn(`MCP session ${client.id}: the client stopped reading; an event stream was cut`),
+    );
+    client.transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: randomUUID,
+      maxRequestBodySize: MCP_MESSAGE_MAX_BYTES,
+      onsessioninitialized: (id) => {
+        client.id = id;
+        this.byId.set(id, client);
+      },
+      // The DELETE is answered once this resolves: its workers are gone by then.
+      onsessionclosed: () => this.end(client, "the client sent DELETE"),
+    });
+    client.server = createServer({ sessions: scope, maxMemoryMib: this.maxMemoryMib });
+    await client.server.connect(client.transport);
+    return client;
+  }
+
+  end(client: Client, why: string): Promise<void> {
+    client.ending ??= (async () => {
+      if (client.id !== undefined) this.byId.delete(client.id);
+      log.info(`MCP session ${client.id ?? "(uninitialized)"} ended: ${why}`);
+      await client.server.close().catch((error) => log.warn("closing an MCP session:", describe(error)));
+      await client.scope.end();
+    })();
+    return client.ending;
+  }
+
+  async endAll(why: string): Promise<void> {
+    clearInterval(this.sweep);
+    await Promise.all([...this.byId.values()].map((client) => this.end(client, why)));
+  }
+
+  private newScope(): SessionScope | undefined {
+    try {
+      return new SessionScope(this.pool);
+    } catch {
+      return undefined;
+    }
+  }
+
+  // Clients that initialize and vanish without DELETE would otherwise hold every slot until their idle
+  // timeout. One that never ran Python loses nothing by ending: it gets 404 and initializes again.
+  private async evictPristine(): Promise<boolean> {
+    let oldest: Client | undefined;
+    for (const client of this.byId.values()) {
+      if (client.scope.pristine && (!oldest || client.lastSeen < oldest.lastSeen)) oldest = client;
+    }
+    if (oldest) await this.end(oldest, "its slot was needed and it never ran Python");
+    return oldest !== undefined;
+  }
+
+  /** A run in progress keeps its client alive: the client may poll it after a long pause. */
+  private endIdle(idleMs: number): void {
+    const now = performance.now();
+    for (const client of this.byId.values()) {
+      if (now - client.lastSeen > idleMs && !client.scope.busy) void this.end(client, "idle timeout");
+    }
+  }
+}

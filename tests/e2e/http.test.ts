@@ -1,0 +1,289 @@
+// --transport http against the real binary: the SDK's Streamable HTTP client for what works, raw requests
+// for what must be refused, and the process table for what must be cleaned up.
+import { afterEach, describe, expect, test } from "bun:test";
+import { chmodSync, writeFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
+import { join } from "node:path";
+import { BINARY, pidAlive, tempDir, waitFor } from "../support/harness.ts";
+import { HttpServer, INITIALIZE, post } from "../support/http.ts";
+
+const TOKEN = "s3cret-token-0123456789abcdef";
+let servers: HttpServer[] = [];
+
+async function serve(args: string[] = [], env: Record<string, string> = {}) {
+  const server = await HttpServer.start(args, env);
+  servers.push(server);
+  return server;
+}
+
+afterEach(async () => {
+  await Promise.all(servers.map((server) => server.stop()));
+  servers = [];
+});
+
+function tokenFile(mode: number, content = `${TOKEN}\n`): string {
+  const path = join(tempDir(), "token");
+  writeFileSync(path, content);
+  chmodSync(path, mode);
+  return path;
+}
+
+/** node:http lets a test send any Host header, which fetch would replace. */
+function rawStatus(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: "POST", headers }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on("error", reject);
+    req.end(INITIALIZE);
+  });
+}
+
+describe("serving", () => {
+  test("one URL line on stderr, nothing on stdout; tools, a cell and state between cells", async () => {
+    const server = await serve();
+    expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    const client = await server.connect();
+    const { tools } = await client.client.listTools();
+    expect(tools.map((tool) => tool.name)).toContain("execute_python");
+    expect((await client.run("x = 20\nprint('hi')")).stdout).toBe("hi\n");
+    const result = await client.run("x * 2 + 2");
+    expect(result.success).toBe(true);
+    expect(result.return_value).toContain("42");
+    expect(server.stdout).toBe("");
+    expect(server.stderr.trim().split("\n")).toHaveLength(1);
+  });
+
+  test("a long run is started, polled while it prints, and finishes", async () => {
+    const server = await serve();
+    const client = await server.connect();
+    const started = (
+      await client.call("python_start", {
+        code: "import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.3)\n'done'",
+      })
+    ).structuredContent;
+    expect(started.status).toBe("starting");
+    let final: Record<string, any> = {};
+    await waitFor(
+      async () => {
+        final = (await client.call("python_run", { run_id: started.run_id })).structuredContent;
+        return final.success !== undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 100, what: "the run to finish" },
+    );
+    expect(final.success).toBe(true);
+    expect(final.stdout).toBe("0\n1\n2\n");
+    expect(final.return_value).toContain("done");
+  });
+
+  test("two clients are isolated: own default session, own sessions, others' ids are unknown", async () => {
+    const server = await serve();
+    const [a, b] = await Promise.all([server.connect(), server.connect()]);
+    await Promise.all([a.run("who = 'a'"), b.run("who = 'b'")]);
+    expect((await a.run("who")).return_value).toContain('"a"');
+    expect((await b.run("who")).return_value).toContain('"b"');
+
+    const healthA = (await a.call("python_health")).structuredContent;
+    const healthB = (await b.call("python_health")).structuredContent;
+    expect(healthA.server.session_id).not.toBe(healthB.server.session_id);
+
+    const opened = (await a.call("python_session_open", { name: "mine", project: "." })).structuredContent;
+    const listB = (await b.call("python_session_list")).structuredContent;
+    expect(listB.sessions.map((s: { session_id: string }) => s.session_id)).toEqual([
+      healthB.server.session_id,
+    ]);
+
+    const unknown = crypto.randomUUID();
+    for (const [tool, extra] of [
+      ["execute_python", { code: "1" }],
+      ["python_run", {}],
+      ["python_session_inspect", {}],
+    ] as const) {
+      const foreign = await b.client
+        .callTool({ name: tool, arguments: { ...extra, session_id: opened.session_id } })
+        .catch((e) => e.message);
+      const missing = await b.client
+        .callTool({ name: tool, arguments: { ...extra, session_id: unknown } })
+        .catch((e) => e.message);
+      expect(foreign).toBe(missing);
+      expect(String(foreign)).toContain("Session not found");
+    }
+    for (const id of [opened.session_id, healthA.server.session_id]) {
+      const closing = (await b.call("python_session_close", { session_id: id })).structuredContent;
+      const closingUnknown = (await b.call("python_session_close", { session_id: unknown }))
+        .structuredContent;
+      expect(closing).toEqual(closingUnknown);
+    }
+    // A's session survived B's attempts.
+    expect((await a.run("who", { session_id: opened.session_id })).error).toContain("NameError");
+  });
+});
+
+describe("ending MCP sessions", () => {
+  test("clients that initialize and vanish never lock out others; one that ran Python keeps its slot", async () => {
+    const server = await serve();
+    const worker = await server.connect();
+    await worker.run("kept = True");
+    // More abandoned initializations than the process has session slots (32).
+    for (let i = 0; i < 40; i++) expect((await post(server.url, INITIALIZE)).status).toBe(200);
+    const late = await server.connect();
+    expect((await late.run("'in'")).return_value).toContain("in");
+    expect((await worker.run("kept")).return_value).toBe("true");
+  });
+
+  test("DELETE closes the client's Python sessions and kills their workers", async () => {
+    const server = await serve();
+    const keep = await server.connect();
+    const gone = await server.connect();
+    const pidOf = async (client: typeof keep, args: Record<string, unknown> = {}) =>
+      Number((await client.run("import os; os.getpid()", args)).return_value);
+    const kept = await pidOf(keep);
+    const opened = (await gone.call("python_session_open", { name: "extra", project: "." }))
+      .structuredContent;
+    const doomed = [await pidOf(gone), await pidOf(gone, { session_id: opened.session_id })];
+    expect(doomed.every(pidAlive)).toBe(true);
+    await gone.transport.terminateSession();
+    await waitFor(() => !doomed.some(pidAlive), {
+      timeoutMs: 10_000,
+      what: "the ended client's workers to stop",
+    });
+    expect(pidAlive(kept)).toBe(true);
+    expect(await pidOf(keep)).toBe(kept);
+    const stale = await post(server.url, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), {
+      "mcp-session-id": gone.transport.sessionId ?? "none",
+    });
+    expect(stale.status).toBe(404);
+  });
+
+  test("an idle MCP session is ended after --idle-timeout-s and its workers stop", async () => {
+    const server = await serve(["--idle-timeout-s", "1"]);
+    const client = await server.connect();
+    await client.run("1");
+    expect(server.children().length).toBeGreaterThan(0);
+    await waitFor(() => server.children().length === 0, {
+      timeoutMs: 15_000,
+      what: "the idle session's workers to stop",
+    });
+    const stale = await post(server.url, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), {
+      "mcp-session-id": client.transport.sessionId ?? "none",
+    });
+    expect(stale.status).toBe(404);
+  });
+
+  test("a running cell keeps its MCP session alive past the idle timeout", async () => {
+    const server = await serve(["--idle-timeout-s", "1"]);
+    const client = await server.connect();
+    const result = await client.run("import time; time.sleep(3); 'still here'");
+    expect(result.return_value).toContain("still here");
+  });
+
+  test("SIGTERM ends every session and leaves no process", async () => {
+    const server = await serve();
+    const [a, b] = await Promise.all([server.connect(), server.connect()]);
+    await Promise.all([a.run("1"), b.run("1")]);
+    expect(server.children().length).toBeGreaterThanOrEqual(2);
+    server.proc.kill("SIGTERM");
+    expect(await server.exitCode()).toBe(0);
+    await waitFor(() => server.children().length === 0, { timeoutMs: 10_000, what: "workers to exit" });
+  });
+
+  test("SIGKILL of the server leaves no worker behind", async () => {
+    const server = await serve();
+    const client = await server.connect();
+    const pid = Number((await client.run("import os; os.getpid()")).return_value);
+    expect(pidAlive(pid)).toBe(true);
+    server.proc.kill("SIGKILL");
+    await server.exitCode();
+    await waitFor(() => !pidAlive(pid) && server.children().length === 0, {
+      timeoutMs: 10_000,
+      what: "the worker to die",
+    });
+  });
+});
+
+describe("refusals", () => {
+  test("with a token: missing or wrong → 401 before MCP; the right one works", async () => {
+    const server = await serve(["--auth-token-file", tokenFile(0o600)]);
+    const attempts: Record<string, string>[] = [
+      {},
+      { authorization: "Bearer wrong-token-0123456789" },
+      { authorization: TOKEN },
+    ];
+    for (const headers of attempts) {
+      const response = await post(server.url, INITIALIZE, headers);
+      expect(response.status).toBe(401);
+      expect(response.headers.get("www-authenticate")).toContain("Bearer");
+      expect(response.headers.get("mcp-session-id")).toBeNull();
+      expect(((await response.json()) as any).error.message).toContain("bearer token");
+    }
+    const client = await server.connect({ authorization: `Bearer ${TOKEN}` });
+    expect((await client.run("1 + 1")).return_value).toContain("2");
+  });
+
+  test("the token can come from REPL_MCP_HTTP_TOKEN", async () => {
+    const server = await serve([], { REPL_MCP_HTTP_TOKEN: TOKEN });
+    expect((await post(server.url, INITIALIZE)).status).toBe(401);
+    const client = await server.connect({ authorization: `Bearer ${TOKEN}` });
+    expect((await client.call("python_health")).isError).toBeFalsy();
+  });
+
+  test("a foreign Host or Origin → 403; --allowed-origin adds one", async () => {
+    const server = await serve(["--allowed-origin", "https://app.example"]);
+    const base = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+    const port = new URL(server.url).port;
+    expect(await rawStatus(server.url, { ...base, host: `evil.example:${port}` })).toBe(403);
+    expect(await rawStatus(server.url, { ...base, host: `localhost:${port}` })).toBe(200);
+    expect((await post(server.url, INITIALIZE, { origin: "https://evil.example" })).status).toBe(403);
+    expect((await post(server.url, INITIALIZE, { origin: "null" })).status).toBe(403);
+    expect((await post(server.url, INITIALIZE, { origin: "https://app.example" })).status).toBe(200);
+    expect((await post(server.url, INITIALIZE, { origin: "http://localhost:6274" })).status).toBe(200);
+  });
+
+  test("a body over the 1 MiB message limit → 413, the server keeps serving", async () => {
+    const server = await serve();
+    const client = await server.connect();
+    const big = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 9,
+      method: "ping",
+      params: { pad: "x".repeat(1_100_000) },
+    });
+    const response = await post(server.url, big, { "mcp-session-id": client.transport.sessionId as string });
+    expect(response.status).toBe(413);
+    expect(((await response.json()) as any).error.message).toContain("1048576");
+    expect((await client.run("'alive'")).return_value).toContain("alive");
+  });
+
+  test("refuses to start without a safe token", async () => {
+    const cases: [string[], Record<string, string>, string][] = [
+      [["--host", "0.0.0.0"], {}, "not a loopback address"],
+      [["--auth-token-file", tokenFile(0o644)], {}, "chmod 600"],
+      [["--auth-token-file", tokenFile(0o600, "short\n")], {}, "shorter than 16"],
+      [["--auth-token-file", tokenFile(0o600)], { REPL_MCP_HTTP_TOKEN: TOKEN }, "not both"],
+      [["--auth-token-file", "/nonexistent/token"], {}, "cannot read"],
+    ];
+    for (const [args, env, message] of cases) {
+      const server = HttpServer.spawn(args, env);
+      servers.push(server);
+      expect(await server.exitCode()).toBe(2);
+      await waitFor(() => server.stderr.includes(message), { what: `"${message}" on stderr` });
+      expect(server.url).toBe("");
+    }
+  });
+
+  test("usage mistakes in the HTTP flags are refused before anything starts", async () => {
+    const cases: [string[], string][] = [
+      [["--port", "8765"], "--port only applies with --transport http"],
+      [["--transport", "http", "--port", "70000"], "--port takes a TCP port"],
+      [["--transport", "http", "--idle-timeout-s", "0"], "--idle-timeout-s takes whole seconds"],
+      [["--transport", "http", "--host", ""], "--host needs a value"],
+    ];
+    for (const [args, message] of cases) {
+      const proc = Bun.spawn([BINARY, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+      const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+      expect(code).toBe(2);
+      expect(stderr).toContain(message);
+    }
+  });
+});

@@ -1,0 +1,139 @@
+// Drives the compiled binary as an HTTP server: spawned with --transport http --port 0 in its own temp
+// project, its URL read from the one line it prints on stderr, clients connected with the SDK's
+// Streamable HTTP client transport. Every process it starts carries a tag, as in harness.ts.
+import { mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { BINARY, taggedPids, tempDir, waitFor } from "./harness.ts";
+
+export class HttpServer {
+  readonly tag = crypto.randomUUID();
+  readonly dir = tempDir("repl-mcp-http-");
+  readonly project = join(this.dir, "project");
+  readonly home = join(this.dir, "home");
+  proc!: ReturnType<typeof Bun.spawn>;
+  url = "";
+  stderr = "";
+  stdout = "";
+  private readonly clients: HttpClient[] = [];
+
+  private constructor() {
+    mkdirSync(this.project);
+    mkdirSync(this.home);
+  }
+
+  /** Starts the server and waits for its URL line; `expectExit` instead waits for it to refuse. */
+  static async start(args: string[] = [], env: Record<string, string> = {}): Promise<HttpServer> {
+    const server = HttpServer.spawn(args, env);
+    await waitFor(() => server.url !== "" || server.proc.exitCode !== null, {
+      timeoutMs: 15_000,
+      what: "the URL line on stderr",
+    });
+    if (!server.url) throw new Error(`server exited: ${server.stderr}`);
+    return server;
+  }
+
+  static spawn(args: string[], env: Record<string, string> = {}): HttpServer {
+    const server = new HttpServer();
+    server.proc = Bun.spawn([BINARY, "--transport", "http", "--port", "0", ...args], {
+      cwd: server.project,
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        HOME: server.home,
+        XDG_CACHE_HOME: join(server.home, ".cache"),
+        XDG_CONFIG_HOME: join(server.home, ".config"),
+        REPL_MCP_TEST_TAG: server.tag,
+        ...env,
+      },
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    void server.collect(server.proc.stdout as ReadableStream<Uint8Array>, "stdout");
+    void server.collect(server.proc.stderr as ReadableStream<Uint8Array>, "stderr");
+    return server;
+  }
+
+  private async collect(stream: ReadableStream<Uint8Array>, into: "stdout" | "stderr") {
+    const decoder = new TextDecoder();
+    for await (const chunk of stream) {
+      this[into] += decoder.decode(chunk, { stream: true });
+      const match = /serving MCP over HTTP at (http:\/\/\S+)/.exec(this.stderr);
+      if (match && !this.url) this.url = match[1] as string;
+    }
+  }
+
+  async connect(headers: Record<string, string> = {}): Promise<HttpClient> {
+    const client = new HttpClient(this.url, headers);
+    await client.client.connect(client.transport);
+    this.clients.push(client);
+    return client;
+  }
+
+  /** Workers and guardians (everything tagged except the server itself). */
+  children(): number[] {
+    return taggedPids(this.tag).filter((pid) => pid !== this.proc.pid);
+  }
+
+  async exitCode(): Promise<number> {
+    return await this.proc.exited;
+  }
+
+  async stop(): Promise<void> {
+    for (const client of this.clients) await client.client.close().catch(() => undefined);
+    if (this.proc.exitCode === null) this.proc.kill("SIGTERM");
+    await this.proc.exited;
+    await waitFor(() => taggedPids(this.tag).length === 0, {
+      timeoutMs: 10_000,
+      what: "tagged processes to exit",
+    });
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+export class HttpClient {
+  readonly client = new Client({ name: "repl-mcp-http-tests", version: "0.0.0" });
+  readonly transport: StreamableHTTPClientTransport;
+
+  constructor(url: string, headers: Record<string, string>) {
+    this.transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+  }
+
+  async call(name: string, args: Record<string, unknown> = {}) {
+    return (await this.client.callTool({ name, arguments: args }, undefined, {
+      timeout: 120_000,
+    })) as CallToolResult & {
+      structuredContent: Record<string, any>;
+    };
+  }
+
+  async run(code: string, args: Record<string, unknown> = {}) {
+    return (await this.call("execute_python", { code, ...args })).structuredContent;
+  }
+}
+
+/** A raw request to the server, for the refusals the SDK client would never send. */
+export async function post(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    body,
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...headers,
+    },
+  });
+}
+
+export const INITIALIZE = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+});
