@@ -1,7 +1,7 @@
 // --transport http against the real binary: the SDK's Streamable HTTP client for what works, raw requests
 // for what must be refused, and the process table for what must be cleaned up.
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, writeFileSync } from "node:fs";
+import { chmodSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { BINARY, pidAlive, tempDir, waitFor } from "../support/harness.ts";
@@ -26,6 +26,17 @@ function tokenFile(mode: number, content = `${TOKEN}\n`): string {
   writeFileSync(path, content);
   chmodSync(path, mode);
   return path;
+}
+
+/** Artifacts are unlinked files only the server's descriptors hold: count those descriptors. */
+function artifactFiles(pid: number): number {
+  return readdirSync(`/proc/${pid}/fd`).filter((fd) => {
+    try {
+      return readlinkSync(`/proc/${pid}/fd/${fd}`).includes(".repl-mcp-artifact-");
+    } catch {
+      return false;
+    }
+  }).length;
 }
 
 /** node:http lets a test send any Host header, which fetch would replace. */
@@ -115,6 +126,20 @@ describe("serving", () => {
         .structuredContent;
       expect(closing).toEqual(closingUnknown);
     }
+    writeFileSync(join(server.project, "a.txt"), "a's bytes");
+    const artifact = (
+      await a.call("artifact_create", {
+        session_id: healthA.server.session_id,
+        path: "a.txt",
+        format: "text",
+      })
+    ).structuredContent;
+    const read = (id: string) =>
+      b.call("artifact_read", { session_id: healthB.server.session_id, id }).then((r) => r.structuredContent);
+    const foreignRead = await read(artifact.id);
+    const unknownRead = await read(crypto.randomUUID());
+    expect(foreignRead.error).toBeDefined();
+    expect({ ...foreignRead, id: undefined }).toEqual({ ...unknownRead, id: undefined });
     // A's session survived B's attempts.
     expect((await a.run("who", { session_id: opened.session_id })).error).toContain("NameError");
   });
@@ -142,12 +167,21 @@ describe("ending MCP sessions", () => {
     const opened = (await gone.call("python_session_open", { name: "extra", project: "." }))
       .structuredContent;
     const doomed = [await pidOf(gone), await pidOf(gone, { session_id: opened.session_id })];
+    writeFileSync(join(server.project, "data.txt"), "some bytes");
+    const made = await gone.call("artifact_create", {
+      session_id: opened.session_id,
+      path: "data.txt",
+      format: "text",
+    });
+    expect(made.isError).toBeFalsy();
+    expect(artifactFiles(server.proc.pid)).toBe(1);
     expect(doomed.every(pidAlive)).toBe(true);
     await gone.transport.terminateSession();
     await waitFor(() => !doomed.some(pidAlive), {
       timeoutMs: 10_000,
       what: "the ended client's workers to stop",
     });
+    expect(artifactFiles(server.proc.pid)).toBe(0);
     expect(pidAlive(kept)).toBe(true);
     expect(await pidOf(keep)).toBe(kept);
     const stale = await post(server.url, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), {
