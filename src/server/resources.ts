@@ -41,9 +41,20 @@ export function artifactResource(sessionId: string, reference: ArtifactReference
   };
 }
 
-export function serveResources(server: Server, store: ArtifactStore): void {
+/**
+ * Serves the artifacts of the sessions `owns` accepts (one client's); another client's are unknown.
+ * Returns the unsubscription from the store's change events, for when the client goes.
+ */
+export function serveResources(
+  server: Server,
+  store: ArtifactStore,
+  owns: (sessionId: string) => boolean,
+): () => void {
   server.setRequestHandler(ListResourcesRequestSchema, async () => ({
-    resources: store.list().map(({ owner, reference }) => artifactResource(owner, reference)),
+    resources: store
+      .list()
+      .filter(({ owner }) => owns(owner))
+      .map(({ owner, reference }) => artifactResource(owner, reference)),
   }));
 
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
@@ -68,6 +79,7 @@ export function serveResources(server: Server, store: ArtifactStore): void {
     }
     let whole: Awaited<ReturnType<ArtifactStore["readWhole"]>>;
     try {
+      if (!owns(address.sessionId)) throw new ReplError("ARTIFACT_UNKNOWN", ArtifactMessages.unknown);
       whole = await store.readWhole(address.sessionId, address.id, ARTIFACT_RESOURCE_MAX_BYTES, TOO_LARGE);
     } catch (error) {
       const message = describe(error);
@@ -84,7 +96,7 @@ export function serveResources(server: Server, store: ArtifactStore): void {
 
   // A burst of changes (a commit that evicts several) becomes one notification.
   let pending = false;
-  store.onChange(() => {
+  return store.onChange(() => {
     if (pending) return;
     pending = true;
     setTimeout(() => {

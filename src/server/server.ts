@@ -62,7 +62,8 @@ export function createServer(ctx: ServerContext): Server {
     { name: NAME, version: VERSION },
     { capabilities: CAPABILITIES, instructions: INSTRUCTIONS },
   );
-  serveResources(server, ctx.sessions.artifacts);
+  // The server closes with its client: stop hearing about the store then.
+  server.onclose = serveResources(server, ctx.sessions.artifacts, (id) => ctx.sessions.owns(id));
   const tasks = new TaskBoard(render);
 
   // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server.
@@ -120,7 +121,11 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
   const server = createServer(ctx);
   const transport = new StdioTransport();
   const closed = new Promise<void>((resolve) => {
-    server.onclose = () => resolve();
+    const unsubscribe = server.onclose;
+    server.onclose = () => {
+      unsubscribe?.();
+      resolve();
+    };
   });
   await server.connect(transport);
   await closed;

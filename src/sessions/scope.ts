@@ -1,6 +1,7 @@
 // What one MCP client sees: its own default session and the sessions it opened, nothing else. Over stdio
 // there is one scope for the life of the process; over HTTP each MCP session has one, ended with it.
 // Another scope's session ids get exactly the answers an unknown id gets.
+import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import { ProtocolError, ReplError } from "../errors.ts";
 import type { Interpreter } from "./interpreter.ts";
@@ -28,6 +29,15 @@ export class SessionScope {
 
   get defaultBroker(): Broker {
     return this.pool.defaultBroker;
+  }
+
+  /** The process-wide store; its entries are owned by sessions, so reach them through `owns`. */
+  get artifacts(): ArtifactStore {
+    return this.pool.artifacts;
+  }
+
+  owns(sessionId: string): boolean {
+    return this.owned.has(sessionId);
   }
 
   /** The session a routed tool addresses; omitted → this scope's default session. */

@@ -140,6 +140,20 @@ describe("serving", () => {
     const unknownRead = await read(crypto.randomUUID());
     expect(foreignRead.error).toBeDefined();
     expect({ ...foreignRead, id: undefined }).toEqual({ ...unknownRead, id: undefined });
+    const uriOf = (session: string, id: string) => `repl-mcp://artifacts/${session}/${id}`;
+    const listed = async (client: typeof a) =>
+      (await client.client.listResources()).resources.map((r) => r.uri);
+    expect(await listed(a)).toContain(uriOf(healthA.server.session_id, artifact.id));
+    expect(await listed(b)).toEqual([]);
+    const readUri = (uri: string) =>
+      b.client.readResource({ uri }).then(
+        () => "read",
+        (e) => String(e.message),
+      );
+    const foreignUri = await readUri(uriOf(healthA.server.session_id, artifact.id));
+    expect(foreignUri).not.toBe("read");
+    expect(foreignUri).toBe(await readUri(uriOf(crypto.randomUUID(), crypto.randomUUID())));
+    expect(foreignUri).toBe(await readUri(uriOf(healthB.server.session_id, crypto.randomUUID())));
     // A's session survived B's attempts.
     expect((await a.run("who", { session_id: opened.session_id })).error).toContain("NameError");
   });
