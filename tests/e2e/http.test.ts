@@ -4,6 +4,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { BINARY, pidAlive, tempDir, waitFor } from "../support/harness.ts";
 import { HttpServer, INITIALIZE, post } from "../support/http.ts";
 
@@ -86,6 +87,57 @@ describe("serving", () => {
     expect(final.success).toBe(true);
     expect(final.stdout).toBe("0\n1\n2\n");
     expect(final.return_value).toContain("done");
+  });
+
+  test("progress notifications reach the client while a cell runs, over the event stream", async () => {
+    const server = await serve();
+    const client = await server.connect();
+    const seen: number[] = [];
+    const result = (await client.client.callTool(
+      {
+        name: "execute_python",
+        arguments: {
+          code: "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.8)\n'ok'",
+        },
+      },
+      undefined,
+      { timeout: 60_000, onprogress: (progress) => seen.push(progress.progress) },
+    )) as { structuredContent: Record<string, any> };
+    expect(result.structuredContent.return_value).toContain("ok");
+    expect(seen.length).toBeGreaterThanOrEqual(1);
+    for (let i = 1; i < seen.length; i++) expect(seen[i]).toBeGreaterThan(seen[i - 1] as number);
+  });
+
+  test("a cell run as an MCP task is the client's own: another client cannot see or fetch it", async () => {
+    const server = await serve();
+    const [a, b] = await Promise.all([server.connect(), server.connect()]);
+    const stream = a.client.experimental.tasks.callToolStream(
+      { name: "execute_python", arguments: { code: "import time; time.sleep(0.5); 6 * 7" } },
+      CallToolResultSchema,
+      { task: {} },
+    );
+    let taskId = "";
+    for await (const message of stream) {
+      if (message.type === "taskCreated") {
+        taskId = message.task.taskId;
+        await stream.return(undefined);
+      }
+    }
+    expect(taskId).not.toBe("");
+    const done = (await a.client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)) as {
+      structuredContent: Record<string, any>;
+    };
+    expect(done.structuredContent.return_value).toContain("42");
+    expect((await b.client.experimental.tasks.listTasks()).tasks).toEqual([]);
+    const foreign = await b.client.experimental.tasks.getTask(taskId).then(
+      () => "found",
+      (e) => String(e.message),
+    );
+    const unknown = await b.client.experimental.tasks.getTask(crypto.randomUUID()).then(
+      () => "found",
+      (e) => String(e.message).replace(/[0-9a-f-]{36}/, "<id>"),
+    );
+    expect(foreign.replace(taskId, "<id>")).toBe(unknown);
   });
 
   test("two clients are isolated: own default session, own sessions, others' ids are unknown", async () => {
