@@ -9,8 +9,8 @@ import { LOG_LEVELS, type LogLevelName } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
 import { palette } from "./colour.ts";
 import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS } from "./flags.ts";
-import { type HttpOptions, httpOptions } from "./http.ts";
 import { doctorHelp, serveHelp } from "./help.ts";
+import { type HttpOptions, httpOptions } from "./http.ts";
 
 /** Where things are: shared by serving and doctor. */
 export interface Placement {
