@@ -18,6 +18,10 @@ import { SessionScope } from "./sessions/scope.ts";
 const SHUTDOWN_LIMIT_MS = 6_000;
 
 export async function serve(options: ServeOptions): Promise<void> {
+  if (options.oauthLogin !== undefined) {
+    const { login } = await import("./login.ts");
+    await login(options, options.oauthLogin);
+  }
   setLogLevel(options.logLevel);
   let project: string;
   try {

@@ -141,8 +141,9 @@ export class Broker {
       configuration_error: this.registry.error,
       max_concurrent_requests: BROKER_CONCURRENT_REQUESTS,
       authentication:
-        "Static headers with environment placeholders resolved from the server's environment; OAuth entries are validated, " +
-        "but OAuth login is not part of this version. Other clients' credentials are never read.",
+        "Static headers with environment placeholders resolved from the server's environment, or this broker's own OAuth " +
+        "grants (repl-mcp --oauth-login for authorization_code, clientId/clientSecret for client_credentials). " +
+        "Other clients' credentials are never read.",
       journal: this.journal.size,
       enabled: !this.registry.disabled,
       provenance: this.registry.provenance,

@@ -2,13 +2,13 @@
 // disabled) share one transport. A failed connect is remembered for a while so a broken peer is not
 // hammered; only a transport that actually closed is discarded.
 
-import { existsSync } from "node:fs";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ReplError } from "../errors.ts";
 import { BROKER_CONNECT_COOLDOWN_MS, BROKER_CONNECT_MAX_MS, BROKER_LIVE_TRANSPORTS } from "../limits.ts";
 import { NAME, VERSION } from "../version.ts";
-import type { ServerEntry } from "./config.ts";
+import type { HttpEntry, ServerEntry } from "./config.ts";
+import type { TokenSource } from "./oauth/grants.ts";
 
 export type FailureKind = "connection_timeout" | "credentials_missing" | "disconnected";
 
@@ -38,9 +38,6 @@ export class Connection {
 export function transportKey(entry: ServerEntry): string {
   return JSON.stringify(entry.transport);
 }
-
-export const OAUTH_GRANT_REQUIRED =
-  "Independent OAuth grant required: run repl-mcp --config REGISTRY --oauth-login SERVER";
 
 export class ConnectionPool {
   private readonly live = new Map<string, Connection>();
@@ -101,26 +98,13 @@ export class ConnectionPool {
 
   private async connect(key: string, entry: ServerEntry): Promise<Connection> {
     const spec = entry.transport;
-    if (spec.type === "http" && spec.oauth) {
-      const grant = spec.oauth.grantType ?? "authorization_code";
-      this.failures.set(key, { at: Date.now(), kind: "credentials_missing" });
-      if (
-        grant === "authorization_code" &&
-        !(spec.oauth.credentialFile && existsSync(spec.oauth.credentialFile))
-      ) {
-        throw new ReplError("MCP_CREDENTIALS", OAUTH_GRANT_REQUIRED);
-      }
-      throw new ReplError(
-        "MCP_OAUTH",
-        "OAuth-protected MCP servers are not supported by this version; configure a static Authorization header",
-      );
-    }
+    const tokens = spec.type === "http" && spec.oauth ? await this.oauthToken(key, spec) : undefined;
     // The client side of the SDK (and the HTTP stack) loads only once a cell first uses the broker.
     const [{ Client }, transport] = await Promise.all([
       import("@modelcontextprotocol/sdk/client/index.js"),
       spec.type === "stdio"
         ? import("./stdio-transport.ts").then(({ GuardedStdioTransport }) => new GuardedStdioTransport(spec))
-        : import("./http-transport.ts").then(({ httpTransport }) => httpTransport(spec)),
+        : import("./http-transport.ts").then(({ httpTransport }) => httpTransport(spec, tokens)),
     ]);
     const client = new Client({ name: `${NAME}-broker`, version: VERSION }, { capabilities: {} });
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -162,6 +146,21 @@ export class ConnectionPool {
     this.live.set(key, connection);
     await this.evictIdle();
     return connection;
+  }
+
+  /** An OAuth entry's token source, with a first token in hand before the transport starts. */
+  private async oauthToken(key: string, spec: HttpEntry): Promise<TokenSource> {
+    const { tokenSource } = await import("./oauth/grants.ts");
+    const tokens = tokenSource(spec) as TokenSource;
+    try {
+      await tokens.accessToken();
+    } catch (error) {
+      this.failures.set(key, { at: Date.now(), kind: "credentials_missing" });
+      throw error instanceof ReplError
+        ? error
+        : new ReplError("MCP_CREDENTIALS", "OAuth credentials could not be obtained; check the oauth entry");
+    }
+    return tokens;
   }
 
   private async evictIdle(): Promise<void> {

@@ -3,6 +3,7 @@
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { BROKER_HTTP_BODY_MAX_BYTES } from "../limits.ts";
 import type { HttpEntry } from "./config.ts";
+import type { TokenSource } from "./oauth/grants.ts";
 
 function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableStream<Uint8Array> {
   let count = 0;
@@ -45,9 +46,17 @@ async function boundedFetch(input: string | URL | Request, init?: RequestInit): 
   });
 }
 
-export function httpTransport(entry: HttpEntry): StreamableHTTPClientTransport {
+/** `tokens` (OAuth entries) puts a current bearer token on every request, refreshed when due. */
+export function httpTransport(entry: HttpEntry, tokens?: TokenSource): StreamableHTTPClientTransport {
+  const authorized = tokens
+    ? async (input: string | URL | Request, init?: RequestInit) => {
+        const headers = new Headers(init?.headers);
+        headers.set("authorization", `Bearer ${await tokens.accessToken()}`);
+        return boundedFetch(input, { ...init, headers });
+      }
+    : boundedFetch;
   return new StreamableHTTPClientTransport(new URL(entry.url), {
     requestInit: { headers: entry.headers, redirect: "manual" },
-    fetch: boundedFetch,
+    fetch: authorized,
   });
 }

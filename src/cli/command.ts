@@ -27,6 +27,8 @@ export interface ServeOptions extends Placement {
   http: HttpOptions | undefined;
   maxMemoryMib: number;
   logLevel: LogLevelName;
+  /** Run the authorization-code login for this registry entry, then exit (no MCP server). */
+  oauthLogin: string | undefined;
 }
 
 export interface DoctorOptions extends Placement {
@@ -105,7 +107,13 @@ function serveOptions(raw: string[]): ServeOptions {
   if (!(level in LOG_LEVELS)) {
     throw new UsageError(`--log-level must be one of ${Object.keys(LOG_LEVELS).join(", ")} (got "${level}")`);
   }
-  return { ...placement(parsed), http, maxMemoryMib: Number(mib), logLevel: level as LogLevelName };
+  return {
+    ...placement(parsed),
+    http,
+    maxMemoryMib: Number(mib),
+    logLevel: level as LogLevelName,
+    oauthLogin: parsed["oauth-login"] as string | undefined,
+  };
 }
 
 function doctorOptions(raw: string[]): DoctorOptions {

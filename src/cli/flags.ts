@@ -77,6 +77,12 @@ export const SERVE_FLAGS = {
     valueHint: "seconds",
   },
   ...where,
+  "oauth-login": {
+    type: "string",
+    description:
+      "Grant the broker OAuth access to this HTTP server of the registry (browser login), then exit",
+    valueHint: "server",
+  },
   "no-autoconnect": {
     type: "boolean",
     description: "Accepted for older launchers; connections are always lazy",

@@ -1,0 +1,228 @@
+// Where a connection's bearer token comes from. An authorization-code entry reads its credential file
+// and refreshes the token (refresh_token grant, under the file's lock, the rotated refresh token saved
+// atomically) when it is within 60 s of expiry; a client_credentials entry asks the authorization
+// server at connect and again near expiry. Tokens stay in memory and in that one file, nowhere else.
+import {
+  auth,
+  type OAuthClientProvider,
+  refreshAuthorization,
+} from "@modelcontextprotocol/sdk/client/auth.js";
+import type { AuthorizationServerMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import { ReplError } from "../../errors.ts";
+import { lockExclusive, lockPathFor } from "../../fs/lock.ts";
+import { OAUTH_REFRESH_LOCK_WAIT_MS, OAUTH_REFRESH_MARGIN_SECONDS } from "../../limits.ts";
+import { NAME, VERSION } from "../../version.ts";
+import type { HttpEntry } from "../config.ts";
+import {
+  type CredentialFile,
+  needsRefresh,
+  OAUTH_GRANT_REQUIRED,
+  readCredentialFile,
+  writeCredentialFile,
+} from "./credential-file.ts";
+import { oauthFetch, type TokenCapture } from "./oauth-fetch.ts";
+import { resourceFor } from "./resource.ts";
+import { oauthFailure } from "./safe-error.ts";
+
+export interface TokenSource {
+  /** A bearer token valid for at least the refresh margin; throws an actionable ReplError otherwise. */
+  accessToken(): Promise<string>;
+}
+
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+const LOGIN_AGAIN = "run repl-mcp --config REGISTRY --oauth-login SERVER again";
+
+/** Calls that arrive together share one refresh or token request. */
+abstract class SharedTokenSource implements TokenSource {
+  private pending: Promise<string> | undefined;
+  protected abstract current(): string | undefined;
+  protected abstract renew(): Promise<string>;
+  accessToken(): Promise<string> {
+    const token = this.current();
+    if (token) return Promise.resolve(token);
+    this.pending ??= this.renew().finally(() => {
+      this.pending = undefined;
+    });
+    return this.pending;
+  }
+}
+
+export class StoredGrant extends SharedTokenSource {
+  private file: CredentialFile | undefined;
+
+  constructor(
+    private readonly path: string,
+    private readonly serverUrl: string,
+  ) {
+    super();
+  }
+
+  protected current(): string | undefined {
+    return this.file && !needsRefresh(this.file) ? this.file.token_response.access_token : undefined;
+  }
+
+  private read(): CredentialFile {
+    const file = readCredentialFile(this.path, this.serverUrl);
+    if (!file) throw new ReplError("MCP_CREDENTIALS", OAUTH_GRANT_REQUIRED);
+    return file;
+  }
+
+  protected async renew(): Promise<string> {
+    let file = this.read();
+    if (needsRefresh(file)) {
+      if (!file.token_response.refresh_token) {
+        throw new ReplError(
+          "MCP_CREDENTIALS",
+          `The stored OAuth access token has expired and has no refresh token; ${LOGIN_AGAIN}`,
+        );
+      }
+      const lock = await lockExclusive(
+        lockPathFor(this.path),
+        "OAuth credential file",
+        OAUTH_REFRESH_LOCK_WAIT_MS,
+      );
+      if (!lock) {
+        throw new ReplError(
+          "MCP_CREDENTIALS",
+          "Another process kept the OAuth credential file locked; try mcp.refresh() in a moment",
+        );
+      }
+      try {
+        // Another server may have refreshed while we waited; its rotated token is the one to use.
+        file = this.read();
+        if (needsRefresh(file)) file = await this.refresh(file);
+      } finally {
+        lock.release();
+      }
+    }
+    this.file = file;
+    return file.token_response.access_token;
+  }
+
+  private async refresh(file: CredentialFile): Promise<CredentialFile> {
+    const capture: TokenCapture = {};
+    const client = file.client;
+    const refreshToken = file.token_response.refresh_token as string;
+    // The token endpoint was recorded at login, so a refresh needs no discovery round trip.
+    const metadata = {
+      issuer: client.issuer,
+      authorization_endpoint: client.token_endpoint,
+      token_endpoint: client.token_endpoint,
+      response_types_supported: ["code"],
+    } as AuthorizationServerMetadata;
+    let tokens: OAuthTokens;
+    try {
+      tokens = await refreshAuthorization(client.issuer, {
+        metadata,
+        clientInformation: {
+          client_id: client.client_id,
+          ...(client.client_secret ? { client_secret: client.client_secret } : {}),
+          ...(client.token_endpoint_auth_method
+            ? { token_endpoint_auth_method: client.token_endpoint_auth_method }
+            : {}),
+        },
+        refreshToken,
+        resource: new URL(this.serverUrl),
+        fetchFn: oauthFetch(capture),
+      });
+    } catch (error) {
+      throw oauthFailure("OAuth token refresh failed", error, LOGIN_AGAIN, [
+        refreshToken,
+        client.client_secret,
+        file.token_response.access_token,
+      ]);
+    }
+    // Saved as received; a server that does not rotate leaves the old refresh token in force.
+    const response = { ...(capture.response ?? tokens) } as CredentialFile["token_response"];
+    response.refresh_token ??= refreshToken;
+    const next = { ...file, token_received_at: capture.receivedAt ?? nowSeconds(), token_response: response };
+    await writeCredentialFile(this.path, next);
+    return next;
+  }
+}
+
+/** The SDK's non-interactive flow: discovery, then a client_credentials token request. */
+class ClientCredentialsProvider implements OAuthClientProvider {
+  received: OAuthTokens | undefined;
+  readonly redirectUrl = undefined;
+  readonly validateResourceURL: (serverUrl: string | URL, resource?: string) => Promise<URL>;
+
+  constructor(private readonly spec: HttpEntry) {
+    this.validateResourceURL = resourceFor(spec.url);
+  }
+  get clientMetadata() {
+    const scopes = this.spec.oauth?.scopes ?? [];
+    return {
+      client_name: `${NAME} broker`,
+      software_id: NAME,
+      software_version: VERSION,
+      redirect_uris: [],
+      grant_types: ["client_credentials"],
+      ...(scopes.length ? { scope: scopes.join(" ") } : {}),
+    };
+  }
+  clientInformation() {
+    return {
+      client_id: this.spec.oauth?.clientId as string,
+      client_secret: this.spec.oauth?.clientSecret as string,
+    };
+  }
+  tokens() {
+    return undefined;
+  }
+  saveTokens(tokens: OAuthTokens) {
+    this.received = tokens;
+  }
+  prepareTokenRequest(scope?: string) {
+    return new URLSearchParams({ grant_type: "client_credentials", ...(scope ? { scope } : {}) });
+  }
+  redirectToAuthorization(): never {
+    throw new ReplError("MCP_CREDENTIALS", "A client_credentials grant cannot open a browser");
+  }
+  saveCodeVerifier() {}
+  codeVerifier(): never {
+    throw new ReplError("MCP_CREDENTIALS", "A client_credentials grant has no PKCE verifier");
+  }
+}
+
+export class ClientCredentialsGrant extends SharedTokenSource {
+  private token: string | undefined;
+  private expiresAt = 0;
+
+  constructor(private readonly spec: HttpEntry) {
+    super();
+  }
+
+  protected current(): string | undefined {
+    return this.token && this.expiresAt - nowSeconds() > OAUTH_REFRESH_MARGIN_SECONDS
+      ? this.token
+      : undefined;
+  }
+
+  protected async renew(): Promise<string> {
+    const provider = new ClientCredentialsProvider(this.spec);
+    try {
+      await auth(provider, { serverUrl: this.spec.url, fetchFn: oauthFetch() });
+    } catch (error) {
+      throw oauthFailure(
+        "OAuth client_credentials grant failed",
+        error,
+        "check oauth.clientId, oauth.clientSecret and scopes, then mcp.refresh()",
+        [this.spec.oauth?.clientSecret, this.spec.oauth?.clientId],
+      );
+    }
+    const tokens = provider.received as OAuthTokens;
+    this.token = tokens.access_token;
+    this.expiresAt =
+      tokens.expires_in === undefined ? Number.POSITIVE_INFINITY : nowSeconds() + tokens.expires_in;
+    return this.token;
+  }
+}
+
+export function tokenSource(spec: HttpEntry): TokenSource | undefined {
+  const oauth = spec.oauth;
+  if (!oauth) return undefined;
+  if ((oauth.grantType ?? "authorization_code") === "client_credentials")
+    return new ClientCredentialsGrant(spec);
+  return new StoredGrant(oauth.credentialFile as string, spec.url);
+}

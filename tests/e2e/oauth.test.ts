@@ -1,0 +1,359 @@
+// OAuth for HTTP peers end to end (contract §5.8): the real binary logs in against a local
+// authorization server fixture (the test plays the browser), later servers use and refresh the saved
+// grant, client_credentials entries get tokens at connect, and no secret shows up anywhere.
+import { afterEach, describe, expect, test } from "bun:test";
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { BINARY, Harness, tempDir, waitFor } from "../support/harness.ts";
+
+const AUTH_SERVER = resolve(import.meta.dir, "../fixtures/oauth/auth-server.ts");
+const HTTP_PEER = resolve(import.meta.dir, "../fixtures/peers/http-peer.ts");
+const PROMPT = "Open this authorization URL in your browser to grant this broker access:";
+
+interface Fixture {
+  url: string;
+  stop(): Promise<void>;
+}
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+async function startFixture(script: string, env: Record<string, string>, path = ""): Promise<Fixture> {
+  const proc = Bun.spawn([process.execPath, script], {
+    env: { ...process.env, ...env },
+    stdout: "pipe",
+    stderr: "ignore",
+  });
+  const first = new TextDecoder().decode((await proc.stdout.getReader().read()).value);
+  const port: number = JSON.parse(first.split("\n")[0] as string).port;
+  const fixture = {
+    url: `http://127.0.0.1:${port}${path}`,
+    async stop() {
+      proc.kill();
+      await proc.exited;
+    },
+  };
+  cleanups.push(() => fixture.stop());
+  return fixture;
+}
+
+interface TokenRequest {
+  grant_type: string;
+  resource: string | null;
+  scope: string | null;
+  ok: boolean;
+}
+
+/** An authorization server and a peer protected by it. */
+async function protectedPeer(asEnv: Record<string, string> = {}) {
+  const as = await startFixture(AUTH_SERVER, asEnv);
+  const peer = await startFixture(HTTP_PEER, { PEER_OAUTH_ISSUER: as.url }, "/mcp");
+  const stats = async () =>
+    (await (await fetch(`${as.url}/stats`)).json()) as {
+      registrations: number;
+      token_requests: TokenRequest[];
+    };
+  const grants = async (type: string) =>
+    (await stats()).token_requests.filter((request) => request.grant_type === type);
+  return { as, peer, stats, grants };
+}
+
+/** A project directory with a registry file naming `web`, and where its credential file goes. */
+function project(servers: Record<string, unknown>) {
+  const dir = tempDir("repl-mcp-oauth-");
+  cleanups.push(() => Bun.$`rm -rf ${dir}`.quiet().then(() => {}));
+  const registry = join(dir, "registry.json");
+  writeFileSync(registry, JSON.stringify({ mcpServers: servers }));
+  return { dir, registry, credentials: join(dir, "store", "web.json") };
+}
+
+const codeEntry = (url: string) => ({
+  type: "http",
+  url,
+  oauth: { grantType: "authorization_code", credentialFile: "store/web.json", redirectPort: 0 },
+});
+
+/** `repl-mcp --config REG --oauth-login web`, with its stderr read line by line. */
+function startLogin(dir: string, registry: string, env: Record<string, string> = {}) {
+  const proc = Bun.spawn([BINARY, "--config", registry, "--oauth-login", "web"], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  cleanups.push(() => {
+    proc.kill("SIGKILL");
+  });
+  let stderr = "";
+  const reader = proc.stderr.getReader();
+  const pump = (async () => {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      stderr += new TextDecoder().decode(value);
+    }
+  })();
+  return {
+    proc,
+    stderr: () => stderr,
+    async firstLines(): Promise<string[]> {
+      await waitFor(() => stderr.split("\n").length > 2 || proc.exitCode !== null, {
+        timeoutMs: 15_000,
+        what: "the login prompt",
+      });
+      return stderr.split("\n").slice(0, 2);
+    },
+    async finish() {
+      const code = await proc.exited;
+      await pump;
+      return { code, stdout: await new Response(proc.stdout).text(), stderr };
+    },
+  };
+}
+
+/** Plays the browser: follows the authorization URL to the callback (optionally edited) and loads it. */
+async function browse(authorizationUrl: string, edit: (callback: URL) => void = () => {}) {
+  const approval = await fetch(authorizationUrl, { redirect: "manual" });
+  expect(approval.status).toBe(302);
+  const callback = new URL(approval.headers.get("location") as string);
+  expect(callback.origin).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+  expect(callback.pathname).toBe("/callback");
+  edit(callback);
+  const page = await fetch(callback);
+  return { status: page.status, text: await page.text(), callback };
+}
+
+/** A full login; returns the saved credential file. */
+async function login(dir: string, registry: string, credentials: string) {
+  const run = startLogin(dir, registry);
+  const [prompt, url] = await run.firstLines();
+  expect(prompt).toBe(PROMPT);
+  const page = await browse(url as string);
+  expect(page.status).toBe(200);
+  expect(page.text).toContain("Broker authorized. You may close this tab.");
+  const finished = await run.finish();
+  expect(finished.code).toBe(0);
+  return JSON.parse(readFileSync(credentials, "utf8"));
+}
+
+async function serverFor(dir: string, registry: string, env: Record<string, string> = {}) {
+  const harness = await Harness.start({
+    cwd: dir,
+    args: ["--config", registry, "--log-level", "debug"],
+    env,
+  });
+  cleanups.push(() => harness.close());
+  return harness;
+}
+
+async function value(harness: Harness, code: string) {
+  const result = await harness.run(code);
+  if (!result.success) throw new Error(`cell failed: ${result.error}`);
+  return result.value;
+}
+
+async function errorOf(harness: Harness, expression: string): Promise<string> {
+  return value(
+    harness,
+    `try:\n    ${expression}\n    out = None\nexcept Exception as e:\n    out = str(e)\nout`,
+  );
+}
+
+const secretsIn = (file: { token_response: Record<string, string>; client: Record<string, string> }) =>
+  [file.token_response.access_token, file.token_response.refresh_token, file.client.client_secret].filter(
+    (secret): secret is string => Boolean(secret),
+  );
+
+describe("authorization code with PKCE", () => {
+  test("login end to end, then a later server reuses the grant without a new one", async () => {
+    const { as, peer, grants, stats } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+
+    const before = await serverFor(dir, registry);
+    expect(await value(before, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    expect(await errorOf(before, "mcp.call('web', 'count')")).toBe(
+      "Independent OAuth grant required: run repl-mcp --config REGISTRY --oauth-login SERVER",
+    );
+
+    const run = startLogin(dir, registry);
+    const lines = await run.firstLines();
+    expect(lines[0]).toBe(PROMPT);
+    const authorizationUrl = new URL(lines[1] as string);
+    expect(authorizationUrl.searchParams.get("code_challenge_method")).toBe("S256");
+    expect(authorizationUrl.searchParams.get("state")?.length).toBeGreaterThanOrEqual(32);
+    expect(authorizationUrl.searchParams.get("resource")).toBe(peer.url);
+    const page = await browse(authorizationUrl.href);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain("Broker authorized. You may close this tab.");
+    const finished = await run.finish();
+    expect(finished.code).toBe(0);
+    expect(finished.stdout).toBe("");
+    expect(finished.stderr.startsWith(`${PROMPT}\n${authorizationUrl.href}\n`)).toBe(true);
+
+    expect(statSync(dirname(credentials)).mode & 0o777).toBe(0o700);
+    expect(statSync(credentials).mode & 0o777).toBe(0o600);
+    const file = JSON.parse(readFileSync(credentials, "utf8"));
+    expect(file.server_url).toBe(peer.url);
+    expect(file.client.client_id).toMatch(/^client-/);
+    expect(file.client).toMatchObject({ issuer: as.url, token_endpoint: `${as.url}/token` });
+    expect(Number.isInteger(file.token_received_at)).toBe(true);
+    expect(Math.abs(file.token_received_at - Date.now() / 1000)).toBeLessThan(600);
+    expect(file.token_response).toMatchObject({ token_type: "Bearer", expires_in: 3600 });
+    expect(file.token_response.refresh_token).toMatch(/^rt-/);
+    // Kept as received, including a field the SDK does not know.
+    expect(file.token_response.fixture_note).toBe("extra fields are kept as received");
+    expect(await grants("authorization_code")).toEqual([
+      { grant_type: "authorization_code", resource: peer.url, scope: null, ok: true },
+    ]);
+    expect((await stats()).registrations).toBe(1);
+
+    // The server that ran before the login connects once its cooldown is cleared.
+    await value(before, "mcp.refresh()");
+    expect(await value(before, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    const later = await serverFor(dir, registry);
+    expect(await value(later, "mcp.explain('web')['status']")).toBe("disconnected");
+    expect(await value(later, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+    expect(await value(later, "mcp.explain('web')['status']")).toBe("ready");
+    expect(await grants("refresh_token")).toEqual([]);
+    expect(await grants("authorization_code")).toHaveLength(1);
+
+    const logs = before.stderr + later.stderr + finished.stderr;
+    for (const secret of secretsIn(file)) expect(logs).not.toContain(secret);
+  }, 60_000);
+
+  test("a token at its expiry is refreshed once, the rotated refresh token saved atomically", async () => {
+    const { peer, grants } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const first = await login(dir, registry, credentials);
+    writeFileSync(credentials, JSON.stringify({ ...first, token_received_at: 1 }), { mode: 0o600 });
+
+    const harness = await serverFor(dir, registry);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    const refreshed = JSON.parse(readFileSync(credentials, "utf8"));
+    expect(await grants("refresh_token")).toEqual([
+      { grant_type: "refresh_token", resource: peer.url, scope: null, ok: true },
+    ]);
+    expect(refreshed.token_received_at).toBeGreaterThan(1);
+    expect(refreshed.token_response.refresh_token).not.toBe(first.token_response.refresh_token);
+    expect(refreshed.token_response.access_token).not.toBe(first.token_response.access_token);
+    expect(refreshed.client).toEqual(first.client);
+    expect(statSync(credentials).mode & 0o777).toBe(0o600);
+
+    // A second server starts from the rotated token: no further refresh is needed.
+    const second = await serverFor(dir, registry);
+    expect(await value(second, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+    expect(await grants("refresh_token")).toHaveLength(1);
+    const logs = harness.stderr + second.stderr;
+    for (const secret of [...secretsIn(first), ...secretsIn(refreshed)]) expect(logs).not.toContain(secret);
+  }, 60_000);
+
+  for (const field of ["state", "iss"] as const) {
+    test(`a tampered ${field} gets 400, no token request, no credential file, non-zero exit`, async () => {
+      const { peer, grants } = await protectedPeer();
+      const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+      const run = startLogin(dir, registry);
+      const [, url] = await run.firstLines();
+      const page = await browse(url as string, (callback) => {
+        callback.searchParams.set(field, field === "iss" ? "http://127.0.0.1:1" : "forged-state");
+      });
+      expect(page.status).toBe(400);
+      expect(page.text).toContain("Authorization failed. Return to the terminal.");
+      const finished = await run.finish();
+      expect(finished.code).not.toBe(0);
+      expect(finished.stderr).toContain(field === "iss" ? "iss" : "state");
+      expect(await grants("authorization_code")).toEqual([]);
+      expect(existsSync(credentials)).toBe(false);
+    }, 30_000);
+  }
+
+  test("a credential directory others may enter is refused before anything is printed", async () => {
+    const { peer, stats } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    mkdirSync(dirname(credentials));
+    chmodSync(dirname(credentials), 0o755);
+    const finished = await startLogin(dir, registry).finish();
+    expect(finished.code).not.toBe(0);
+    expect(finished.stderr).toContain("OAuth store directory must have permissions 0700");
+    expect(finished.stderr).not.toContain(PROMPT);
+    expect(existsSync(credentials)).toBe(false);
+    expect((await stats()).registrations).toBe(0);
+  }, 30_000);
+
+  test("the callback listener answers 404 elsewhere and a file for another URL is refused", async () => {
+    const { peer } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const run = startLogin(dir, registry);
+    const [, url] = await run.firstLines();
+    const redirect = new URL(new URL(url as string).searchParams.get("redirect_uri") as string);
+    expect((await fetch(new URL("/other", redirect))).status).toBe(404);
+    expect((await browse(url as string)).status).toBe(200);
+    expect((await run.finish()).code).toBe(0);
+
+    const file = JSON.parse(readFileSync(credentials, "utf8"));
+    writeFileSync(credentials, JSON.stringify({ ...file, server_url: "http://127.0.0.1:1/mcp" }), {
+      mode: 0o600,
+    });
+    const harness = await serverFor(dir, registry);
+    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    expect(error).toContain("granted for a different server URL");
+    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    for (const secret of secretsIn(file)) expect(error + harness.stderr).not.toContain(secret);
+  }, 30_000);
+});
+
+describe("client credentials", () => {
+  const ccEnv = { AS_CC_CLIENT_ID: "svc-robot", AS_CC_CLIENT_SECRET: "cc-secret-value-42" };
+  const ccEntry = (url: string) => ({
+    type: "http",
+    url,
+    oauth: {
+      grantType: "client_credentials",
+      clientId: "${CC_ID}",
+      clientSecret: "${CC_SECRET}",
+      scopes: ["mcp:tools", "mcp:read"],
+    },
+  });
+
+  test("a token at connect from ${VAR} secrets, with scopes and resource", async () => {
+    const { peer, grants } = await protectedPeer(ccEnv);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
+    expect(await value(harness, "mcp.explain('web')['status']")).toBe("disconnected");
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+    expect(await grants("client_credentials")).toEqual([
+      { grant_type: "client_credentials", resource: peer.url, scope: "mcp:tools mcp:read", ok: true },
+    ]);
+    const journal = JSON.stringify(await value(harness, "mcp.journal()"));
+    expect(harness.stderr + journal).not.toContain("cc-secret-value-42");
+  }, 30_000);
+
+  test("a wrong secret fails with credentials_missing and never echoes the secret", async () => {
+    const { peer, grants } = await protectedPeer(ccEnv);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, {
+      CC_ID: "svc-robot",
+      CC_SECRET: "wrong-secret-value-77",
+    });
+    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    expect(error).toContain("OAuth client_credentials grant failed");
+    expect(error).toContain("invalid_client");
+    const explained = await value(harness, "mcp.explain('web')");
+    expect(explained.status).toBe("credentials_missing");
+    expect((await grants("client_credentials")).every((request) => !request.ok)).toBe(true);
+    expect(error + harness.stderr + JSON.stringify(explained)).not.toContain("wrong-secret-value-77");
+  }, 30_000);
+
+  test("an oversized result is a known outcome, journaled completed and never retried", async () => {
+    const { peer } = await protectedPeer(ccEnv);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
+    const error = await errorOf(harness, "mcp.call('web', 'big', arguments={'bytes': 950000})");
+    expect(error).toContain("MCP returned a known outcome for call");
+    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed"]);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+  }, 30_000);
+});
