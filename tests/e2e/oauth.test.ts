@@ -304,6 +304,37 @@ describe("authorization code with PKCE", () => {
   }, 30_000);
 });
 
+test("--oauth-login refuses unknown names and entries without an authorization-code grant", async () => {
+  const { dir, registry } = project({
+    plain: { type: "http", url: "http://127.0.0.1:1/mcp" },
+    robot: {
+      type: "http",
+      url: "http://127.0.0.1:1/mcp",
+      oauth: { grantType: "client_credentials", clientId: "a", clientSecret: "do-not-print-me" },
+    },
+  });
+  for (const [name, message] of [
+    ["missing", 'the registry has no usable server named "missing"; check --config and the entry'],
+    ["plain", "--oauth-login needs an HTTP registry entry with an oauth section"],
+    ["robot", "--oauth-login needs oauth.grantType authorization_code and an oauth.credentialFile"],
+  ]) {
+    const proc = Bun.spawn([BINARY, "--config", registry, "--oauth-login", name as string], {
+      cwd: dir,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [code, stdout, stderr] = await Promise.all([
+      proc.exited,
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+    ]);
+    expect(code).toBe(1);
+    expect(stdout).toBe("");
+    expect(stderr).toBe(`repl-mcp: error: ${message}\n`);
+  }
+});
+
 describe("client credentials", () => {
   const ccEnv = { AS_CC_CLIENT_ID: "svc-robot", AS_CC_CLIENT_SECRET: "cc-secret-value-42" };
   const ccEntry = (url: string) => ({

@@ -96,7 +96,7 @@ class LoginProvider implements OAuthClientProvider {
 
 export function loginEntry(entry: ServerEntry | undefined): HttpEntry {
   const spec = entry?.transport;
-  if (!spec || spec.type !== "http" || !spec.oauth) {
+  if (spec?.type !== "http" || !spec.oauth) {
     throw fail("--oauth-login needs an HTTP registry entry with an oauth section");
   }
   if ((spec.oauth.grantType ?? "authorization_code") !== "authorization_code" || !spec.oauth.credentialFile) {
