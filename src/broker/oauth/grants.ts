@@ -13,6 +13,7 @@ import { lockExclusive, lockPathFor } from "../../fs/lock.ts";
 import { OAUTH_REFRESH_LOCK_WAIT_MS, OAUTH_REFRESH_MARGIN_SECONDS } from "../../limits.ts";
 import { NAME, VERSION } from "../../version.ts";
 import type { HttpEntry } from "../config.ts";
+import { challenge } from "./challenge.ts";
 import {
   type CredentialFile,
   needsRefresh,
@@ -147,18 +148,21 @@ class ClientCredentialsProvider implements OAuthClientProvider {
   readonly redirectUrl = undefined;
   readonly validateResourceURL: (serverUrl: string | URL, resource?: string) => Promise<URL>;
 
-  constructor(private readonly spec: HttpEntry) {
+  constructor(
+    private readonly spec: HttpEntry,
+    private readonly scope: string | undefined,
+  ) {
     this.validateResourceURL = resourceFor(spec.url);
   }
   get clientMetadata() {
-    const scopes = this.spec.oauth?.scopes ?? [];
+    const scope = this.scope;
     return {
       client_name: `${NAME} broker`,
       software_id: NAME,
       software_version: VERSION,
       redirect_uris: [],
       grant_types: ["client_credentials"],
-      ...(scopes.length ? { scope: scopes.join(" ") } : {}),
+      ...(scope ? { scope } : {}),
     };
   }
   clientInformation() {
@@ -200,9 +204,16 @@ export class ClientCredentialsGrant extends SharedTokenSource {
   }
 
   protected async renew(): Promise<string> {
-    const provider = new ClientCredentialsProvider(this.spec);
+    const fetchFn = oauthFetch();
+    const hint = await challenge(this.spec.url, fetchFn);
+    const scopes = this.spec.oauth?.scopes ?? [];
+    const provider = new ClientCredentialsProvider(this.spec, scopes.length ? scopes.join(" ") : hint.scope);
     try {
-      await auth(provider, { serverUrl: this.spec.url, fetchFn: oauthFetch() });
+      await auth(provider, {
+        serverUrl: this.spec.url,
+        resourceMetadataUrl: hint.resourceMetadataUrl,
+        fetchFn,
+      });
     } catch (error) {
       throw oauthFailure(
         "OAuth client_credentials grant failed",

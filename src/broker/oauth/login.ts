@@ -16,6 +16,7 @@ import { OAUTH_CALLBACK_WAIT_MS, OAUTH_REFRESH_LOCK_WAIT_MS } from "../../limits
 import { NAME, VERSION } from "../../version.ts";
 import type { HttpEntry, ServerEntry } from "../config.ts";
 import { type Callback, listenForCallback } from "./callback.ts";
+import { challenge } from "./challenge.ts";
 import { type CredentialFile, ensureCredentialDirectory, writeCredentialFile } from "./credential-file.ts";
 import { oauthFetch, type TokenCapture } from "./oauth-fetch.ts";
 import { resourceFor } from "./resource.ts";
@@ -142,11 +143,13 @@ export async function oauthLogin(entry: ServerEntry | undefined, announce: (line
     const provider = new LoginProvider(spec, listener.redirectUri, (url) =>
       announce([LOGIN_PROMPT, url.href]),
     );
-    const scope = spec.oauth?.scopes?.length ? spec.oauth.scopes.join(" ") : undefined;
+    const hint = await challenge(spec.url, fetchFn);
+    const scope = spec.oauth?.scopes?.length ? spec.oauth.scopes.join(" ") : hint.scope;
+    const options = { serverUrl: spec.url, scope, resourceMetadataUrl: hint.resourceMetadataUrl, fetchFn };
     const secrets = [spec.oauth?.clientSecret];
     const again = "check the registry entry and the server, then run --oauth-login again";
     try {
-      await auth(provider, { serverUrl: spec.url, scope, fetchFn });
+      await auth(provider, options);
     } catch (error) {
       throw oauthFailure("OAuth discovery or client registration failed", error, again, secrets);
     }
@@ -160,7 +163,7 @@ export async function oauthLogin(entry: ServerEntry | undefined, announce: (line
     }
     const code = callback.params.get("code") as string;
     try {
-      await auth(provider, { serverUrl: spec.url, scope, authorizationCode: code, fetchFn });
+      await auth(provider, { ...options, authorizationCode: code });
       await saveUnderLock(path, () => save(path, spec, provider, capture, listener.redirectUri));
     } catch (error) {
       callback.answer(false);
