@@ -250,6 +250,22 @@ describe("authorization code with PKCE", () => {
     for (const secret of [...secretsIn(first), ...secretsIn(refreshed)]) expect(logs).not.toContain(secret);
   }, 60_000);
 
+  test("two servers due for a refresh at once: the lock lets one refresh, the other uses its result", async () => {
+    const { peer, grants } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const first = await login(dir, registry, credentials);
+    writeFileSync(credentials, JSON.stringify({ ...first, token_received_at: 1 }), { mode: 0o600 });
+    const [a, b] = await Promise.all([serverFor(dir, registry), serverFor(dir, registry)]);
+    const counts = await Promise.all(
+      [a, b].map((harness) => value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")),
+    );
+    expect(counts.sort()).toEqual([1, 2]);
+    // Refresh tokens work once: a second refresh with the old one would have failed with invalid_grant.
+    expect(await grants("refresh_token")).toEqual([
+      { grant_type: "refresh_token", resource: peer.url, scope: null, ok: true },
+    ]);
+  }, 60_000);
+
   for (const field of ["state", "iss"] as const) {
     test(`a tampered ${field} gets 400, no token request, no credential file, non-zero exit`, async () => {
       const { peer, grants } = await protectedPeer();
