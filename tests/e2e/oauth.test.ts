@@ -285,6 +285,23 @@ describe("authorization code with PKCE", () => {
     }, 30_000);
   }
 
+  test("a denied authorization gets the failure page and a non-zero exit, with no token request", async () => {
+    const { peer, grants } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const run = startLogin(dir, registry);
+    const [, url] = await run.firstLines();
+    const page = await browse(url as string, (callback) => {
+      callback.searchParams.delete("code");
+      callback.searchParams.set("error", "access_denied");
+    });
+    expect(page.status).toBe(400);
+    const finished = await run.finish();
+    expect(finished.code).toBe(1);
+    expect(finished.stderr).toContain("The authorization server returned access_denied instead of a code");
+    expect(await grants("authorization_code")).toEqual([]);
+    expect(existsSync(credentials)).toBe(false);
+  }, 30_000);
+
   test("a credential directory others may enter is refused before anything is printed", async () => {
     const { peer, stats } = await protectedPeer();
     const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
