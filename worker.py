@@ -414,9 +414,12 @@ def _start_worker_thread(target, name):
 # get here, so the size check is a last line of defence that shrinks result frames rather than
 # break the protocol.
 # =====================================================================================================
+# One encoder for every frame: json.dumps with options builds a new JSONEncoder on each call.
+_FRAME_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _encode_frame(frame):
-    text = json.dumps(frame, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return _utf8(text) + b"\n"
+    return _utf8(_FRAME_ENCODER.encode(frame)) + b"\n"
 
 
 def _shrink_result_frame(frame):
