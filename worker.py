@@ -288,24 +288,33 @@ class _AfterExec:
 
 
 class _FirstImports:
-    """A meta path finder that only notices the first import of the modules it was asked about."""
+    """A meta path finder that only notices the first import of the modules it was asked about.
+
+    It sits first in sys.meta_path while it still waits for one of them, and leaves after the last.
+    """
 
     def __init__(self):
         self._callbacks = {}
-        sys.meta_path.insert(0, self)
 
     def on(self, name, callback):
         """callback(module) once `name` is imported: now if it already is, else right after its import."""
         module = sys.modules.get(name)
         if module is not None:
             callback(module)
-        else:
-            self._callbacks[name] = callback
+            return
+        self._callbacks[name] = callback
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
 
     def find_spec(self, name, path=None, target=None):
         callback = self._callbacks.pop(name, None)
         if callback is None:
             return None
+        if not self._callbacks:  # nothing left to watch: step out of every later import
+            try:
+                sys.meta_path.remove(self)
+            except ValueError:
+                pass
         for finder in sys.meta_path:
             find = None if finder is self else getattr(finder, "find_spec", None)
             spec = find(name, path, target) if find is not None else None

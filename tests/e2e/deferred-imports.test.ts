@@ -22,6 +22,17 @@ describe("deferred imports", () => {
     expect(first.value).toEqual([]);
   });
 
+  test("the import watch stands first in sys.meta_path only until all three were imported", async () => {
+    const watching = "[type(finder).__name__ for finder in sys.meta_path].count('_FirstImports')";
+    expect((await h.run(`import sys\n${watching}`)).value).toBe(1);
+    expect((await h.run(`import linecache\n${watching}`)).value).toBe(1);
+    // asyncio brings subprocess with it, and subprocess still gets the tracked Popen on the way.
+    const last = await h.run(
+      `import asyncio, subprocess\n[${watching}, '_track_popen' in subprocess.Popen.__init__.__qualname__]`,
+    );
+    expect(last.value).toEqual([0, true]);
+  });
+
   test("importing asyncio in a plain cell gives the loop every later cell runs on", async () => {
     const made = await h.run("import asyncio\nloop = asyncio.get_event_loop()\nloop.is_closed()");
     expect(made.error).toBeNull();
