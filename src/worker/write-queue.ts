@@ -66,6 +66,10 @@ export class WriteQueue {
   }
 
   private async write(bytes: Uint8Array, deadline: number): Promise<void> {
+    this.sink.write(bytes);
+    const flushed = this.sink.flush();
+    // Usually the pipe takes the frame at once: then there is nothing to time out, and no timer to arm.
+    if (typeof flushed === "number") return;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const stalled = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -77,8 +81,7 @@ export class WriteQueue {
       );
     });
     try {
-      this.sink.write(bytes);
-      await Promise.race([this.sink.flush(), stalled]);
+      await Promise.race([flushed, stalled]);
     } finally {
       clearTimeout(timer);
     }
