@@ -372,6 +372,18 @@ describe("refusals", () => {
     }
   });
 
+  test("a port already in use is a start-up refusal, not a hang", async () => {
+    const first = await serve();
+    const port = new URL(first.url).port;
+    const second = HttpServer.spawn(["--port", port]);
+    servers.push(second);
+    expect(await second.exitCode()).toBe(2);
+    await waitFor(() => second.stderr.includes(`cannot listen on 127.0.0.1 port ${port}`), {
+      what: "the refusal",
+    });
+    expect(second.url).toBe("");
+  });
+
   test("usage mistakes in the HTTP flags are refused before anything starts", async () => {
     const cases: [string[], string][] = [
       [["--port", "8765"], "--port only applies with --transport http"],
