@@ -2580,6 +2580,7 @@ class _Session:
             "stderr": "",
             "return_value": None,
             "error": "Internal worker error: %s" % _cut_text(repr(exc), 1_000)[0],
+            "error_code": "INTERNAL",
             "truncated": {"stdout": False, "stderr": False, "return": False},
             "state": "preserved",
             "interrupted": isinstance(exc, KeyboardInterrupt),

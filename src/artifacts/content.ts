@@ -1,7 +1,7 @@
 // Checks and encodings of artifact bytes: UTF-8 for text and JSON, bounded JSON, and the three range
 // encodings of artifact_read.
 import { createHash } from "node:crypto";
-import { ReplError } from "../errors.ts";
+import { type ErrorCodeName, ReplError } from "../errors.ts";
 import { ARTIFACT_JSON_MAX_DEPTH } from "../limits.ts";
 import { type ArtifactFormat, ArtifactMessages } from "./reference.ts";
 
@@ -57,7 +57,7 @@ export function sha256Hex(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
 
-export const fail = (message: string, code = "ARTIFACT") => new ReplError(code, message);
+export const fail = (message: string, code: ErrorCodeName) => new ReplError(code, message);
 
 /** Refuses bytes that cannot be what their format says. */
 export function checkContent(bytes: Uint8Array, format: ArtifactFormat): void {

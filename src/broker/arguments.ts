@@ -35,11 +35,14 @@ function shape(value: unknown, maxDepth: number, maxNodes: number): { depth: num
 export function checkArguments(args: Record<string, unknown>): void {
   const { depth, nodes } = shape(args, BROKER_ARGUMENT_MAX_DEPTH, BROKER_ARGUMENT_MAX_NODES);
   if (depth > BROKER_ARGUMENT_MAX_DEPTH || nodes > BROKER_ARGUMENT_MAX_NODES) {
-    throw new ReplError("ARGS_BUDGET", "MCP arguments exceed depth 64 or 16384 values; send less per call");
+    throw new ReplError(
+      "LIMIT_EXCEEDED",
+      "MCP arguments exceed depth 64 or 16384 values; send less per call",
+    );
   }
   if (utf8Bytes(JSON.stringify(args)) > BROKER_ARGUMENT_MAX_BYTES) {
     throw new ReplError(
-      "ARGS_BUDGET",
+      "LIMIT_EXCEEDED",
       "MCP arguments exceed the 256 KiB budget; use an artifact or a file instead",
     );
   }
@@ -76,7 +79,7 @@ export async function validateAgainstSchema(schema: unknown, args: Record<string
   if (!schema || typeof schema !== "object") return;
   if (!schemaWithinBounds(schema)) {
     throw new ReplError(
-      "SCHEMA_BOUNDS",
+      "LIMIT_EXCEEDED",
       "MCP tool inputSchema exceeds the broker's validation bounds; the call was not sent",
     );
   }
@@ -97,14 +100,14 @@ export async function validateAgainstSchema(schema: unknown, args: Record<string
     try {
       validate = ajv.getValidator(schema as Parameters<typeof ajv.getValidator>[0]);
     } catch {
-      throw new ReplError("SCHEMA_INVALID", "MCP tool inputSchema cannot be compiled; the call was not sent");
+      throw new ReplError("MCP_PROTOCOL", "MCP tool inputSchema cannot be compiled; the call was not sent");
     }
     check = (input) => validate(input).valid;
     compiled.set(key, check);
   }
   if (!check(args)) {
     throw new ReplError(
-      "ARGS_SCHEMA",
+      "INVALID_ARGUMENT",
       "MCP arguments violate inputSchema; inspect mcp.help(server, tool). Values are omitted from diagnostics",
     );
   }

@@ -3,7 +3,8 @@
 // journal record for everything dispatched, and nothing dispatched ever retried.
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
-import { describe, ReplError } from "../errors.ts";
+import * as v from "valibot";
+import { describe, REQUEST_TIMEOUT, ReplError } from "../errors.ts";
 import {
   BROKER_CONCURRENT_REQUESTS,
   BROKER_REGISTRY_REFRESH_MS,
@@ -34,6 +35,23 @@ const UNKNOWN_SERVER =
 const DENIED =
   "Tool denied by broker allowedTools policy; add it to allowedTools in the registry, then mcp.refresh()";
 const UNKNOWN_TOOL = "Unknown or unauthorized MCP tool; inspect mcp.list_tools(server)";
+
+/** The `broker` block of python_health and the answer of mcp.refresh(). */
+export const BrokerHealth = v.object({
+  configured_servers: v.number(),
+  connected_transports: v.number(),
+  configuration_error: v.nullable(v.string()),
+  max_concurrent_requests: v.number(),
+  authentication: v.string(),
+  journal: v.number(),
+  enabled: v.boolean(),
+  provenance: v.object({
+    project: v.string(),
+    scope: v.string(),
+    registry: v.picklist(["explicit_config", "project_and_opt_in_scopes"]),
+  }),
+});
+export type BrokerHealth = v.InferOutput<typeof BrokerHealth>;
 
 export class Broker {
   private registry: Registry;
@@ -85,9 +103,9 @@ export class Broker {
     const { signal } = context;
     const release = await this.slots.acquire(deadline, signal);
     try {
-      if (!granted(entry, tool)) throw new ReplError("MCP_DENIED", DENIED);
+      if (!granted(entry, tool)) throw new ReplError("TOOL_DENIED", DENIED);
       if (!args || typeof args !== "object" || Array.isArray(args)) {
-        throw new ReplError("MCP_ARGS", "MCP arguments must be an object");
+        throw new ReplError("INVALID_ARGUMENT", "MCP arguments must be an object");
       }
       const argumentsObject = args as Record<string, unknown>;
       checkArguments(argumentsObject);
@@ -96,16 +114,16 @@ export class Broker {
       try {
         const tools = await this.catalogue(connection, entry, deadline, signal);
         const definition = tools.find((candidate) => candidate.name === tool);
-        if (!definition) throw new ReplError("MCP_TOOL", UNKNOWN_TOOL);
+        if (!definition) throw new ReplError("UNKNOWN_TOOL", UNKNOWN_TOOL);
         await validateAgainstSchema(definition.inputSchema, argumentsObject);
         const remaining = deadline - Date.now();
         if (remaining <= 0) {
           throw new ReplError(
-            "MCP_DEADLINE",
+            "DEADLINE_EXCEEDED",
             "MCP deadline exceeded before dispatch; external outcome may be unknown",
           );
         }
-        if (signal?.aborted) throw new ReplError("MCP_CANCELLED", "MCP call cancelled before dispatch");
+        if (signal?.aborted) throw new ReplError("CANCELLED", "MCP call cancelled before dispatch");
         const record = this.journal.dispatched({
           session_id: context.sessionId,
           project: this.options.project,
@@ -125,7 +143,7 @@ export class Broker {
   }
 
   /** Reloads the registry now; connections whose configuration disappeared are closed. */
-  async refresh(): Promise<Record<string, unknown>> {
+  async refresh(): Promise<BrokerHealth> {
     await this.reload();
     return this.health();
   }
@@ -134,7 +152,7 @@ export class Broker {
     return explain(this.registry, this.pool, this.catalogues, server, tool);
   }
 
-  health() {
+  health(): BrokerHealth {
     return {
       configured_servers: this.registry.servers.size,
       connected_transports: this.pool.liveCount,
@@ -178,18 +196,18 @@ export class Broker {
       this.journal.persisted().catch(() => {});
       if (signal?.aborted) {
         throw new ReplError(
-          "MCP_CANCELLED",
+          "CANCELLED",
           "MCP call cancelled; external outcome is unknown, request was not retried",
         );
       }
-      if ((error as { code?: number }).code === -32001) {
+      if ((error as { code?: unknown }).code === REQUEST_TIMEOUT) {
         throw new ReplError(
-          "MCP_DEADLINE",
+          "DEADLINE_EXCEEDED",
           "MCP deadline exceeded; external outcome is unknown, request was not retried",
         );
       }
       throw new ReplError(
-        "MCP_TRANSPORT",
+        "MCP_PROTOCOL",
         "MCP transport or protocol error; external outcome may be unknown, request was not retried",
       );
     }
@@ -201,7 +219,7 @@ export class Broker {
     }
     if (utf8Bytes(JSON.stringify(result)) > BROKER_RESULT_MAX_BYTES) {
       throw new ReplError(
-        "MCP_RESULT_SIZE",
+        "LIMIT_EXCEEDED",
         `MCP returned a known outcome for call ${record.id}, but its result exceeds the ${BROKER_RESULT_MAX_BYTES}-byte ` +
           "delivery budget; the call completed once and was not retried. Inspect the target system for its effect.",
       );
@@ -234,12 +252,12 @@ export class Broker {
       return await this.catalogues.load(connection, entry, deadline, signal);
     } catch (error) {
       if (error instanceof ReplError) throw error;
-      if (signal?.aborted) throw new ReplError("MCP_CANCELLED", "MCP tool listing cancelled");
-      if ((error as { code?: number }).code === -32001) {
-        throw new ReplError("MCP_DEADLINE", "MCP deadline exceeded while listing tools");
+      if (signal?.aborted) throw new ReplError("CANCELLED", "MCP tool listing cancelled");
+      if ((error as { code?: unknown }).code === REQUEST_TIMEOUT) {
+        throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while listing tools");
       }
       throw new ReplError(
-        "MCP_TRANSPORT",
+        "MCP_PROTOCOL",
         "MCP transport or protocol error while listing tools; peer details are omitted",
       );
     }
@@ -253,7 +271,7 @@ export class Broker {
         timeoutSeconds <= TIMEOUT_MAX_SECONDS
       )
     ) {
-      throw new ReplError("MCP_TIMEOUT", "MCP timeout must be a finite number of seconds in 0.01..3600");
+      throw new ReplError("LIMIT_EXCEEDED", "MCP timeout must be a finite number of seconds in 0.01..3600");
     }
     return Date.now() + timeoutSeconds * 1000;
   }
@@ -263,13 +281,13 @@ export class Broker {
     if (Date.now() - this.loadedAt > BROKER_REGISTRY_REFRESH_MS) void this.reload();
     if (this.registry.error) {
       throw new ReplError(
-        "MCP_CONFIG",
+        this.registry.errorCode ?? "CONFIG_INVALID",
         `MCP configuration error: ${this.registry.error}; repair registry then mcp.refresh()`,
       );
     }
     if (this.registry.disabled) {
       throw new ReplError(
-        "MCP_DISABLED",
+        "BROKER_DISABLED",
         "The MCP broker is disabled (--mcp-scope none or REPL_MCP_NO_BRIDGE=1)",
       );
     }
@@ -278,7 +296,7 @@ export class Broker {
 
   private entry(server: string): ServerEntry {
     const entry = this.usable().servers.get(server);
-    if (!entry) throw new ReplError("MCP_SERVER", UNKNOWN_SERVER);
+    if (!entry) throw new ReplError("UNKNOWN_SERVER", UNKNOWN_SERVER);
     return entry;
   }
 
@@ -291,6 +309,7 @@ export class Broker {
         ...this.registry,
         servers: new Map(),
         error: `MCP registry could not be loaded: ${describe(error)}`,
+        errorCode: "CONFIG_INVALID",
       };
     }
     this.catalogues.clear();

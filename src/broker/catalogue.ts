@@ -15,7 +15,7 @@ import type { Connection } from "./connections.ts";
 
 export type { Tool };
 
-const fail = (message: string) => new ReplError("MCP_CATALOGUE", message);
+const fail = (message: string) => new ReplError("MCP_PROTOCOL", message);
 
 export function granted(entry: ServerEntry, tool: string): boolean {
   return entry.allowedTools === undefined || entry.allowedTools.includes(tool);
@@ -47,7 +47,7 @@ export class Catalogues {
     for (let page = 0; ; page++) {
       if (page >= BROKER_CATALOGUE_MAX_PAGES) throw fail("MCP tool catalogue has more than 128 pages");
       const timeout = deadline - Date.now();
-      if (timeout <= 0) throw new ReplError("MCP_DEADLINE", "MCP deadline exceeded while listing tools");
+      if (timeout <= 0) throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while listing tools");
       const result = await connection.client.request(
         { method: "tools/list", params: cursor === undefined ? {} : { cursor } },
         ListToolsResultSchema,

@@ -1,7 +1,7 @@
 // One registry entry (contract §5.2) as the user wrote it, validated strictly, and ${VAR} substitution
 // (§5.3). Error messages name the server and the field, never a value: values may be secrets.
 import * as v from "valibot";
-import { ReplError } from "../errors.ts";
+import { type ErrorCodeName, ReplError } from "../errors.ts";
 import { SERVER_NAME_MAX_BYTES } from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 
@@ -56,9 +56,12 @@ export interface ServerEntry {
   scope: "project" | "user" | "local" | "config";
 }
 
-export function configError(message: string): ReplError {
-  return new ReplError("MCP_CONFIG", message);
+export function configError(message: string, code: ErrorCodeName = "CONFIG_INVALID"): ReplError {
+  return new ReplError(code, message);
 }
+
+/** For entries whose secrets are absent: explain and the agent tell this apart from a malformed file. */
+const missingCredentials = (message: string) => configError(message, "CREDENTIALS_MISSING");
 
 export function validServerName(name: string): boolean {
   const bytes = utf8Bytes(name);
@@ -79,9 +82,9 @@ export function substitute(value: string, env: NodeJS.ProcessEnv): string {
     if (!/^[A-Za-z0-9_]+$/.test(name)) throw configError("Invalid environment placeholder in MCP config");
     const resolved = env[name];
     if (resolved === undefined)
-      throw configError("Required environment variable is missing; config values are omitted");
+      throw missingCredentials("Required environment variable is missing; config values are omitted");
     if (resolved === "")
-      throw configError("Required environment variable is empty; configure credentials explicitly");
+      throw missingCredentials("Required environment variable is empty; configure credentials explicitly");
     out += value.slice(index, start) + resolved;
     index = end + 1;
   }
@@ -108,7 +111,7 @@ export function resolveEntry(
   resolvePath: (base: string, path: string) => string,
   isDirectory: (path: string) => boolean,
 ): ServerEntry {
-  const fail = (what: string) => configError(`MCP server "${name}": ${what}`);
+  const fail = (what: string, code?: ErrorCodeName) => configError(`MCP server "${name}": ${what}`, code);
   if (!validServerName(name))
     throw configError("MCP server names must be 1..200 bytes without control characters");
   const parsed = v.safeParse(RawEntry, raw);
@@ -175,7 +178,7 @@ export function resolveEntry(
     const resolved = sub(value);
     if (!HEADER_VALUE.test(resolved)) throw fail("a header value is not valid HTTP");
     if (key.toLowerCase() === "authorization" && /^\s*(bearer)?\s*$/i.test(resolved)) {
-      throw fail("empty authorization header; configure credentials explicitly");
+      throw fail("empty authorization header; configure credentials explicitly", "CREDENTIALS_MISSING");
     }
     headers[key] = resolved;
   }
@@ -189,7 +192,7 @@ export function resolveEntry(
       throw fail("oauth authorization_code needs credentialFile");
     }
     if (grant === "client_credentials" && !(oauth.clientId && oauth.clientSecret)) {
-      throw fail("oauth client_credentials needs clientId and clientSecret");
+      throw fail("oauth client_credentials needs clientId and clientSecret", "CREDENTIALS_MISSING");
     }
   }
   return {

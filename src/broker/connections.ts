@@ -4,8 +4,9 @@
 
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ReplError } from "../errors.ts";
+import { REQUEST_TIMEOUT, ReplError } from "../errors.ts";
 import { BROKER_CONNECT_COOLDOWN_MS, BROKER_CONNECT_MAX_MS, BROKER_LIVE_TRANSPORTS } from "../limits.ts";
+import { withTimeout } from "../timeout.ts";
 import { NAME, VERSION } from "../version.ts";
 import type { HttpEntry, ServerEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
@@ -67,7 +68,7 @@ export class ConnectionPool {
     const failure = this.failures.get(key);
     if (failure && Date.now() - failure.at < BROKER_CONNECT_COOLDOWN_MS) {
       throw new ReplError(
-        "MCP_COOLDOWN",
+        "CONNECT_FAILED",
         "MCP connection recently failed; verify configuration then mcp.refresh() to retry",
       );
     }
@@ -107,37 +108,21 @@ export class ConnectionPool {
         : import("./http-transport.ts").then(({ httpTransport }) => httpTransport(spec, tokens)),
     ]);
     const client = new Client({ name: `${NAME}-broker`, version: VERSION }, { capabilities: {} });
-    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       // The SDK's timeout covers initialize only; starting the transport is bounded here too.
-      const handshake = client.connect(transport, { timeout: BROKER_CONNECT_MAX_MS });
-      handshake.catch(() => {}); // if the timer wins, its late failure has nobody to tell
-      await Promise.race([
-        handshake,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error("connect timed out")), BROKER_CONNECT_MAX_MS);
-        }),
-      ]);
-    } catch (error) {
-      clearTimeout(timer);
-      await transport.close().catch(() => {});
-      const message = (error as Error).message ?? "";
-      const kind: FailureKind = /timed out|timeout/i.test(message)
-        ? "connection_timeout"
-        : /401|authenticat|credential/i.test(message)
-          ? "credentials_missing"
-          : "disconnected";
-      this.failures.set(key, { at: Date.now(), kind });
-      throw new ReplError(
-        "MCP_CONNECT",
-        kind === "connection_timeout"
-          ? "MCP connection timed out; check the server command or URL, then mcp.refresh()"
-          : kind === "credentials_missing"
-            ? "MCP server requires credentials; configure them in the registry, then mcp.refresh()"
-            : "MCP connection failed; check the server command or URL, then mcp.refresh()",
+      await withTimeout(
+        client.connect(transport, { timeout: BROKER_CONNECT_MAX_MS }),
+        BROKER_CONNECT_MAX_MS,
+        () => {
+          throw new ReplError("CONNECT_TIMEOUT", "connect timed out");
+        },
       );
+    } catch (error) {
+      await transport.close().catch(() => {});
+      const failure = connectFailure(error);
+      this.failures.set(key, { at: Date.now(), kind: failure.kind });
+      throw failure.error;
     }
-    clearTimeout(timer);
     const connection = new Connection(key, client, transport);
     client.onclose = () => {
       connection.closed = true;
@@ -158,7 +143,10 @@ export class ConnectionPool {
       this.failures.set(key, { at: Date.now(), kind: "credentials_missing" });
       throw error instanceof ReplError
         ? error
-        : new ReplError("MCP_CREDENTIALS", "OAuth credentials could not be obtained; check the oauth entry");
+        : new ReplError(
+            "CREDENTIALS_MISSING",
+            "OAuth credentials could not be obtained; check the oauth entry",
+          );
     }
     return tokens;
   }
@@ -175,6 +163,39 @@ export class ConnectionPool {
   }
 }
 
+/** What a failed connect means, from the error's code (never from its wording, which peers control). */
+function connectFailure(error: unknown): { kind: FailureKind; error: ReplError } {
+  const code = error instanceof ReplError ? error.code : undefined;
+  if (code === "CONNECT_TIMEOUT" || (error as { code?: unknown })?.code === REQUEST_TIMEOUT) {
+    return {
+      kind: "connection_timeout",
+      error: new ReplError(
+        "CONNECT_TIMEOUT",
+        "MCP connection timed out; check the server command or URL, then mcp.refresh()",
+        { cause: error },
+      ),
+    };
+  }
+  if (code === "CREDENTIALS_MISSING") {
+    return {
+      kind: "credentials_missing",
+      error: new ReplError(
+        "CREDENTIALS_MISSING",
+        "MCP server requires credentials; configure them in the registry, then mcp.refresh()",
+        { cause: error },
+      ),
+    };
+  }
+  return {
+    kind: "disconnected",
+    error: new ReplError(
+      "CONNECT_FAILED",
+      "MCP connection failed; check the server command or URL, then mcp.refresh()",
+      { cause: error },
+    ),
+  };
+}
+
 /** Waits for a shared attempt within one caller's own deadline and cancellation. */
 function waitAsCaller<T>(attempt: Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -184,12 +205,14 @@ function waitAsCaller<T>(attempt: Promise<T>, deadline: number, signal?: AbortSi
     };
     const onAbort = () => {
       finish();
-      reject(new ReplError("MCP_CANCELLED", "MCP call cancelled while connecting; nothing was sent"));
+      reject(new ReplError("CANCELLED", "MCP call cancelled while connecting; nothing was sent"));
     };
     const timer = setTimeout(
       () => {
         finish();
-        reject(new ReplError("MCP_DEADLINE", "MCP deadline exceeded while connecting; nothing was sent"));
+        reject(
+          new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while connecting; nothing was sent"),
+        );
       },
       Math.max(0, deadline - Date.now()),
     );

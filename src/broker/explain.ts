@@ -7,8 +7,6 @@ import { granted } from "./catalogue.ts";
 import type { ConnectionPool } from "./connections.ts";
 import type { Registry } from "./registry.ts";
 
-const CREDENTIAL_ERROR = /environment variable|authorization header|clientSecret|credentials/i;
-
 export function explain(
   registry: Registry,
   pool: ConnectionPool,
@@ -47,9 +45,8 @@ export function explain(
   });
 
   if (registry.error) {
-    const credentials = CREDENTIAL_ERROR.test(registry.error);
     return answer(
-      credentials ? "credentials_missing" : "config_invalid",
+      registry.errorCode === "CREDENTIALS_MISSING" ? "credentials_missing" : "config_invalid",
       registry.error,
       { configuration: "invalid" },
       ["Repair the MCP registry, then call mcp.refresh()"],

@@ -1,6 +1,7 @@
 // Streamable HTTP peers through the SDK's client transport, with the entry's headers, no redirects,
 // and every response body bounded: a JSON body at 1 MiB, an event stream at 1 MiB per event.
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ReplError } from "../errors.ts";
 import { BROKER_HTTP_BODY_MAX_BYTES } from "../limits.ts";
 import type { HttpEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
@@ -21,7 +22,7 @@ function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableS
           }
         } else count += chunk.length;
         if (count > BROKER_HTTP_BODY_MAX_BYTES) {
-          controller.error(new Error("MCP HTTP response exceeds 1 MiB"));
+          controller.error(new ReplError("LIMIT_EXCEEDED", "MCP HTTP response exceeds 1 MiB"));
           return;
         }
         controller.enqueue(chunk);
@@ -33,10 +34,14 @@ function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableS
 async function boundedFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
   const response = await fetch(input, { ...init, redirect: "manual" });
   if (response.status >= 300 && response.status < 400) {
-    throw new Error("MCP HTTP peer answered with a redirect; redirects are not followed");
+    throw new ReplError("MCP_PROTOCOL", "MCP HTTP peer answered with a redirect; redirects are not followed");
   }
-  if (response.status === 401)
-    throw new Error("MCP HTTP peer requires authentication (401); configure credentials");
+  if (response.status === 401) {
+    throw new ReplError(
+      "CREDENTIALS_MISSING",
+      "MCP HTTP peer requires authentication (401); configure credentials",
+    );
+  }
   if (!response.body) return response;
   const eventStream = (response.headers.get("content-type") ?? "").includes("text/event-stream");
   return new Response(bounded(response.body, eventStream), {

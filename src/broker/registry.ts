@@ -4,7 +4,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import * as v from "valibot";
-import { describe, ReplError } from "../errors.ts";
+import { codeOf, describe, type ErrorCodeName, ReplError } from "../errors.ts";
 import { REGISTRY_FILE_MAX_BYTES } from "../limits.ts";
 import { configError, isSelf, RawEntry, resolveEntry, type ServerEntry } from "./config.ts";
 
@@ -22,7 +22,7 @@ export function parseScopes(text: string): Set<Scope> {
   const scopes = new Set<Scope>();
   for (const part of parts) {
     if (part !== "project" && part !== "user" && part !== "local")
-      throw new ReplError("MCP_SCOPE", SCOPE_ERROR);
+      throw new ReplError("CONFIG_INVALID", SCOPE_ERROR);
     scopes.add(part);
   }
   return scopes;
@@ -41,6 +41,8 @@ export interface Registry {
   servers: Map<string, ServerEntry>;
   excluded: Map<string, ExclusionReason>;
   error: string | null;
+  /** CONFIG_INVALID or CREDENTIALS_MISSING when `error` is set. */
+  errorCode: ErrorCodeName | null;
   /** Whether any registry file exists at all (for explain's registry_absent). */
   found: boolean;
   disabled: boolean;
@@ -100,6 +102,7 @@ export function loadRegistry(options: RegistryOptions): Registry {
     servers: new Map(),
     excluded: new Map(),
     error: null,
+    errorCode: null,
     found: false,
     disabled: options.scopes.size === 0 || options.env.REPL_MCP_NO_BRIDGE === "1",
     provenance: {
@@ -174,6 +177,7 @@ export function loadRegistry(options: RegistryOptions): Registry {
     registry.servers.clear();
     registry.error =
       error instanceof ReplError ? error.message : `MCP registry could not be loaded: ${describe(error)}`;
+    registry.errorCode = error instanceof ReplError ? codeOf(error) : "CONFIG_INVALID";
   }
   return registry;
 }

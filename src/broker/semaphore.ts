@@ -20,7 +20,7 @@ export class Semaphore {
       const giveUp = (message: string) => {
         this.waiting = this.waiting.filter((waiter) => waiter !== grant);
         signal?.removeEventListener("abort", onAbort);
-        reject(new ReplError("MCP_BUDGET", message));
+        reject(new ReplError("DEADLINE_EXCEEDED", message));
       };
       const onAbort = () => giveUp("MCP call cancelled while queued");
       const timer = setTimeout(

@@ -3,6 +3,7 @@
 import type { ArtifactReference } from "../artifacts/reference.ts";
 import { artifactUri } from "../artifacts/uri.ts";
 import { TEXT_PREVIEW_MAX_BYTES, TOOL_RESULT_MAX_BYTES } from "../limits.ts";
+import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { artifactResource } from "./resources.ts";
 
@@ -54,6 +55,11 @@ function artifactNote(value: Structured): string {
 
 export function render(value: Structured) {
   const structured: Structured = { ...value };
+  if (isErrorValue(structured) && typeof structured.error_code !== "string") {
+    // Every failure path sets its own code; reaching this is a bug, but the agent still gets a code.
+    log.error("an error result without error_code:", structured.error);
+    structured.error_code = "INTERNAL";
+  }
   let text = textOf(structured);
   // The artifact note is what makes a shortened preview usable, so the cut never reaches it.
   const note = artifactNote(structured);

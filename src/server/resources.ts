@@ -3,6 +3,7 @@
 // store lookup as the tools, so an id under the wrong session is simply unknown.
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
+  ErrorCode,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ReadResourceRequestSchema,
@@ -11,12 +12,12 @@ import { decodeUtf8 } from "../artifacts/content.ts";
 import { ArtifactMessages, type ArtifactReference, MIME_TYPES } from "../artifacts/reference.ts";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import { artifactUri, parseArtifactUri } from "../artifacts/uri.ts";
-import { describe, ReplError } from "../errors.ts";
+import { codeOf, describe, ReplError } from "../errors.ts";
 import { ARTIFACT_RESOURCE_MAX_BYTES } from "../limits.ts";
 
 /** JSON-RPC codes the MCP specification gives resource reads. */
 const RESOURCE_NOT_FOUND = -32002;
-const INVALID_PARAMS = -32602;
+const INVALID_PARAMS = ErrorCode.InvalidParams;
 
 const TOO_LARGE =
   "Artifact is larger than 512 KiB, too large for one MCP message; read it in ranges with artifact_read " +
@@ -83,7 +84,7 @@ export function serveResources(
       whole = await store.readWhole(address.sessionId, address.id, ARTIFACT_RESOURCE_MAX_BYTES, TOO_LARGE);
     } catch (error) {
       const message = describe(error);
-      const code = message === ArtifactMessages.unknown ? RESOURCE_NOT_FOUND : INVALID_PARAMS;
+      const code = codeOf(error) === "ARTIFACT_UNKNOWN" ? RESOURCE_NOT_FOUND : INVALID_PARAMS;
       throw rpcError(code, error instanceof ReplError ? message : "Artifact could not be read");
     }
     const { reference, bytes } = whole;

@@ -1,5 +1,5 @@
-// Tool input schemas are valibot schemas; this module turns them into the published JSON Schemas and
-// turns validation failures into the protocol error the contract names.
+// Tool schemas are valibot schemas; this module turns them into the published JSON Schemas and turns
+// input validation failures into the protocol error the contract names.
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
 import { ProtocolError } from "../errors.ts";
@@ -12,6 +12,17 @@ export function jsonSchemaOf(schema: v.GenericSchema): JsonSchema {
     unknown
   >;
   return rest as JsonSchema;
+}
+
+/**
+ * A tool's published outputSchema. A top-level union (success | failure) is published as
+ * `{"type":"object","oneOf":[...]}`, the form contract §1.4 names; its branches must exclude each other.
+ */
+export function outputSchemaOf(schema: v.GenericSchema): JsonSchema {
+  if (schema.type === "union" && "options" in schema && Array.isArray(schema.options)) {
+    return { type: "object", oneOf: schema.options.map((option: v.GenericSchema) => jsonSchemaOf(option)) };
+  }
+  return jsonSchemaOf(schema);
 }
 
 function pointer(path: v.IssuePathItem[] | undefined): string {

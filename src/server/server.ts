@@ -10,13 +10,12 @@ import {
   type ProgressToken,
   type TaskCreationParams,
 } from "@modelcontextprotocol/sdk/types.js";
-import { ProtocolError } from "../errors.ts";
+import { codeOf, describe, ProtocolError, ReplError } from "../errors.ts";
 import { log } from "../log.ts";
 import { NAME, VERSION } from "../version.ts";
 import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
-import { jsonSchemaOf, parseArguments } from "./schema.ts";
 import { StdioTransport } from "./stdio.ts";
 import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
@@ -36,11 +35,11 @@ const INSTRUCTIONS =
 const listing = TOOLS.map((tool) => ({
   name: tool.name,
   description: tool.description,
-  inputSchema: jsonSchemaOf(tool.input),
-  outputSchema: tool.output,
+  inputSchema: tool.inputSchema,
+  outputSchema: tool.outputSchema,
   annotations: tool.annotations,
   // Execution tools may also run as MCP tasks; the others answer quickly and stay plain calls.
-  ...(tool.plan ? { execution: { taskSupport: "optional" as const } } : {}),
+  ...(tool.runsAsTask ? { execution: { taskSupport: "optional" as const } } : {}),
 }));
 
 const CAPABILITIES = {
@@ -85,23 +84,25 @@ export function createServer(ctx: ServerContext): Server {
     };
     const tool = TOOLS.find((candidate) => candidate.name === params.name);
     if (!tool) throw new ProtocolError("Unknown tool");
-    const args = parseArguments(tool.input, params.arguments);
+    const bound = tool.bind(params.arguments);
     const token = extra._meta?.progressToken;
     const progress = progressForCall(token, (progress, message) => {
       const notification = { progressToken: token as ProgressToken, progress, message };
       extra.sendNotification({ method: "notifications/progress", params: notification }).catch(() => {});
     });
     if (params.task) {
-      if (!tool.plan) throw new ProtocolError(`${tool.name} does not run as a task; call it without "task"`);
-      return { task: startTask(tasks, () => tool.plan?.(args, ctx), params.task.ttl, progress) };
+      const { plan } = bound;
+      if (!plan) throw new ProtocolError(`${tool.name} does not run as a task; call it without "task"`);
+      return { task: startTask(tasks, () => plan(ctx), params.task.ttl, progress) };
     }
     try {
-      const value = await tool.handle(args, ctx, { signal: extra.signal, onRun: progress.onRun });
-      return render(value);
+      return render(await bound.handle(ctx, { signal: extra.signal, onRun: progress.onRun }));
     } catch (error) {
       if (error instanceof ProtocolError) throw error;
-      log.debug(`${tool.name} failed`, error);
-      return render({ error: (error as Error).message ?? String(error) });
+      if (error instanceof ReplError) return render({ error: error.message, error_code: error.code });
+      // Anything else is a bug of ours: say so to the agent, and keep the stack for whoever fixes it.
+      log.error(`${tool.name} failed unexpectedly:`, error);
+      return render({ error: describe(error), error_code: "INTERNAL" });
     } finally {
       progress.stop();
     }
@@ -143,7 +144,8 @@ function startTask(
     planned = plan();
   } catch (error) {
     if (error instanceof ProtocolError) throw error;
-    return tasks.failed({ error: (error as Error).message ?? String(error) }, ttlMs);
+    if (!(error instanceof ReplError)) log.error("planning a task failed unexpectedly:", error);
+    return tasks.failed({ error: describe(error), error_code: codeOf(error) }, ttlMs);
   }
   if (!planned) throw new ProtocolError("This tool does not run as a task");
   return tasks.start(planned, ttlMs, progress.onRun);

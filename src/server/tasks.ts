@@ -12,7 +12,7 @@ import {
   TASKS_MAX,
 } from "../limits.ts";
 import { tailUtf8 } from "../text/utf8.ts";
-import { type ExecutionResult, Messages } from "../worker/result.ts";
+import { type ExecutionResult, Failures } from "../worker/result.ts";
 import { ActiveRun } from "../worker/run.ts";
 import type { Supervisor } from "../worker/supervisor.ts";
 import type { RunPlan } from "./tools/tool.ts";
@@ -91,7 +91,7 @@ export class TaskBoard {
     const entry = this.find(taskId);
     const status = this.status(entry);
     if (status !== "working") throw new ProtocolError(`Task already ended (${status}); nothing to cancel`);
-    entry.run?.cancel(Messages.cancelled);
+    entry.run?.cancel(Failures.cancelled);
     entry.updatedAt = Date.now();
     return this.describe(entry);
   }
@@ -133,7 +133,7 @@ export class TaskBoard {
 
   private status(entry: Entry): Task["status"] {
     if (entry.ended) return entry.ended.status;
-    return entry.run?.cancelReason === Messages.cancelled ? "cancelled" : "working";
+    return entry.run?.cancelReason === Failures.cancelled ? "cancelled" : "working";
   }
 
   private describe(entry: Entry): Task {
@@ -168,7 +168,8 @@ export class TaskBoard {
 
 function ending(run: ActiveRun | undefined, result: CallToolResult): { status: Ended; message: string } {
   const value = result.structuredContent as Partial<ExecutionResult> | undefined;
-  if (run?.cancelReason === Messages.cancelled) return { status: "cancelled", message: Messages.cancelled };
+  if (run?.cancelReason === Failures.cancelled)
+    return { status: "cancelled", message: Failures.cancelled.message };
   if (!result.isError) {
     const seconds = ((value?.elapsed_ms ?? 0) / 1000).toFixed(1);
     return { status: "completed", message: `finished in ${seconds} s` };

@@ -79,7 +79,7 @@ export class SessionArtifacts {
     const take = <K extends keyof typeof RpcParams>(name: K): v.InferOutput<(typeof RpcParams)[K]> => {
       const parsed = v.safeParse(RpcParams[name], params);
       if (!parsed.success) {
-        throw new ReplError("RPC_PARAMS", `Invalid parameters for ${name}; see help(artifact) in a cell`);
+        throw new ReplError("BRIDGE_INVALID", `Invalid parameters for ${name}; see help(artifact) in a cell`);
       }
       return parsed.output as v.InferOutput<(typeof RpcParams)[K]>;
     };
@@ -165,7 +165,7 @@ export class SessionArtifacts {
         M.forwardTooLarge,
       );
       const payload = convert(bytes, params.format);
-      if (signal.aborted) throw new ReplError("FORWARD_CANCELLED", FORWARD_CANCELLED_BEFORE);
+      if (signal.aborted) throw new ReplError("CANCELLED", FORWARD_CANCELLED_BEFORE);
       const args = { ...(params.arguments ?? {}), [params.argument]: payload };
       return await this.broker.call(params.server, params.tool, args, BROKER_CALL_TIMEOUT_DEFAULT_SECONDS, {
         sessionId: this.sessionId,
@@ -177,9 +177,9 @@ export class SessionArtifacts {
       });
     } catch (error) {
       if (!signal.aborted) throw error;
-      if (!dispatched) throw new ReplError("FORWARD_CANCELLED", FORWARD_CANCELLED_BEFORE);
-      if (this.closing.aborted) throw new ReplError("FORWARD_CANCELLED", FORWARD_SESSION_CLOSED);
-      throw new ReplError("FORWARD_CANCELLED", FORWARD_CANCELLED_AFTER);
+      if (!dispatched) throw new ReplError("CANCELLED", FORWARD_CANCELLED_BEFORE);
+      if (this.closing.aborted) throw new ReplError("CANCELLED", FORWARD_SESSION_CLOSED);
+      throw new ReplError("CANCELLED", FORWARD_CANCELLED_AFTER);
     }
   }
 }

@@ -32,7 +32,7 @@ const Ops = {
 function parse<S extends v.GenericSchema>(schema: S, params: unknown, op: string): v.InferOutput<S> {
   const parsed = v.safeParse(schema, params);
   if (!parsed.success)
-    throw new ReplError("RPC_PARAMS", `Invalid parameters for mcp ${op}; see the mcp helper's signature`);
+    throw new ReplError("BRIDGE_INVALID", `Invalid parameters for mcp ${op}; see the mcp helper's signature`);
   return parsed.output;
 }
 
@@ -64,7 +64,7 @@ export function brokerBridge(
         return broker.explain(p.server, p.tool);
       }
       default:
-        throw new ReplError("RPC_OP", `Unknown bridge operation "${op.slice(0, 40)}"`);
+        throw new ReplError("BRIDGE_INVALID", `Unknown bridge operation "${op.slice(0, 40)}"`);
     }
   };
 }

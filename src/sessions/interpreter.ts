@@ -56,7 +56,7 @@ function select(requested: string | undefined, launchDir: string): Interpreter {
     }
     if (!isExecutableFile(path)) {
       throw new ReplError(
-        "PYTHON_NOT_EXECUTABLE",
+        "PYTHON_NOT_FOUND",
         `Requested Python executable is not an executable file: ${path}`,
       );
     }
@@ -110,7 +110,7 @@ export function selectSessionInterpreter(
     lstatSync(venv);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") {
-      throw new ReplError("VENV_UNREADABLE", "Cannot inspect the project .venv environment");
+      throw new ReplError("PYTHON_NOT_FOUND", "Cannot inspect the project .venv environment");
     }
     venvExists = false;
   }
@@ -118,7 +118,7 @@ export function selectSessionInterpreter(
     const path = join(venv, "bin", "python");
     if (!isExecutableFile(path)) {
       throw new ReplError(
-        "VENV_BROKEN",
+        "PYTHON_NOT_FOUND",
         "Project .venv exists but .venv/bin/python is missing, a dangling link or not executable; " +
           "repair it (python3 -m venv --clear .venv) or pass python explicitly",
       );
@@ -134,12 +134,12 @@ function requireExecutable(path: string): void {
   try {
     isFile = statSync(path).isFile();
   } catch {
-    throw new ReplError("PYTHON_MISSING", "Requested Python executable does not exist");
+    throw new ReplError("PYTHON_NOT_FOUND", "Requested Python executable does not exist");
   }
   try {
     if (!isFile) throw new Error("not a file");
     accessSync(path, constants.X_OK);
   } catch {
-    throw new ReplError("PYTHON_NOT_EXECUTABLE", "Requested Python executable is not executable");
+    throw new ReplError("PYTHON_NOT_FOUND", "Requested Python executable is not executable");
   }
 }

@@ -1,5 +1,6 @@
 // What a session looks like from outside: the `server` block of python_health and each entry of the
 // session list. Never starts Python.
+import * as v from "valibot";
 import {
   CODE_MAX_BYTES,
   FRAME_MAX_BYTES,
@@ -12,9 +13,62 @@ import { VERSION } from "../version.ts";
 import type { Session } from "./session.ts";
 
 export const RUNTIME = "bun-supervisor/cpython-worker";
+
+const VersionInfo = v.object({
+  version: v.string(),
+  executable: v.string(),
+  major: v.number(),
+  minor: v.number(),
+});
+
+const Environment = v.object({
+  source: v.picklist(["explicit", "project_venv", "server_default"]),
+  python: v.string(),
+  version: v.nullable(v.string()),
+  actual_python_executable: v.nullable(v.string()),
+  version_info: v.nullable(VersionInfo),
+  validated: v.boolean(),
+  runtime_status: v.picklist(["lazy", "running", "stopped", "closed"]),
+  error: v.optional(v.string()),
+});
+
+/** One session as python_health, python_session_list/open/inspect publish it. */
+export const SessionMetadata = v.object({
+  server_id: v.string(),
+  session_id: v.string(),
+  name: v.string(),
+  project: v.string(),
+  closed: v.boolean(),
+  generation: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  version: v.string(),
+  runtime: v.string(),
+  execution_mode: v.string(),
+  python_executable: v.string(),
+  python: v.nullable(
+    v.object({
+      python_version: v.string(),
+      python_executable: v.string(),
+      pid: v.number(),
+      type: v.string(),
+      running: v.boolean(),
+    }),
+  ),
+  active_run: v.nullable(v.string()),
+  environment: Environment,
+  limits: v.object({
+    code_bytes: v.number(),
+    frame_bytes: v.number(),
+    timeout_seconds: v.number(),
+    history_runs: v.number(),
+    rpc_concurrency: v.number(),
+    worker_rss_mib: v.number(),
+  }),
+  memory_limit: v.string(),
+});
+export type SessionMetadata = v.InferOutput<typeof SessionMetadata>;
 export const EXECUTION_MODE = "trusted-local; full filesystem access; not a security sandbox";
 
-function environment(session: Session) {
+function environment(session: Session): v.InferOutput<typeof Environment> {
   const ready = session.supervisor.python;
   // Opened sessions were probed before publication; the default session learns its version when it runs.
   const info = session.probe
@@ -44,7 +98,7 @@ function environment(session: Session) {
   };
 }
 
-export function sessionMetadata(session: Session, maxMemoryMib: number) {
+export function sessionMetadata(session: Session, maxMemoryMib: number): SessionMetadata {
   const supervisor = session.supervisor;
   const ready = supervisor.python;
   return {

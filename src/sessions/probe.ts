@@ -33,7 +33,7 @@ export async function probeInterpreter(
     stop = reject;
   });
   timer = setTimeout(
-    () => stop(new ReplError("PROBE_TIMEOUT", "Interpreter probe timed out")),
+    () => stop(new ReplError("PROBE_FAILED", "Interpreter probe timed out")),
     PROBE_TIMEOUT_MS,
   );
   const onAbort = () => stop(new ReplError("CANCELLED", "Session opening cancelled before publication"));
@@ -58,7 +58,7 @@ async function readBounded(stream: ReadableStream<Uint8Array>): Promise<string> 
   for await (const chunk of stream) {
     bytes += chunk.length;
     if (bytes > PROBE_OUTPUT_MAX_BYTES)
-      throw new ReplError("PROBE_OUTPUT", "Interpreter probe output exceeded limit");
+      throw new ReplError("PROBE_FAILED", "Interpreter probe output exceeded limit");
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString("utf8");
@@ -69,7 +69,7 @@ function parseProbe(output: string): ProbeResult {
   try {
     parsed = JSON.parse(output.trim());
   } catch {
-    throw new ReplError("NOT_PYTHON", "Requested executable is not a supported Python interpreter");
+    throw new ReplError("PYTHON_UNSUPPORTED", "Requested executable is not a supported Python interpreter");
   }
   const { implementation, version, major, minor, executable } = parsed;
   if (
@@ -79,10 +79,10 @@ function parseProbe(output: string): ProbeResult {
     typeof minor !== "number" ||
     typeof executable !== "string"
   ) {
-    throw new ReplError("NOT_PYTHON", "Requested executable is not a supported Python interpreter");
+    throw new ReplError("PYTHON_UNSUPPORTED", "Requested executable is not a supported Python interpreter");
   }
   if (major !== 3 || minor < 10) {
-    throw new ReplError("PYTHON_TOO_OLD", `Python 3.10 or newer is required (found ${version})`);
+    throw new ReplError("PYTHON_UNSUPPORTED", `Python 3.10 or newer is required (found ${version})`);
   }
   return { version, executable, major, minor };
 }

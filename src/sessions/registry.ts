@@ -90,11 +90,11 @@ export class Sessions {
   ): Promise<Session> {
     const nameBytes = utf8Bytes(name);
     if (nameBytes < 1 || nameBytes > SESSION_NAME_MAX_BYTES) {
-      throw new ReplError("SESSION_NAME", "Session name must contain 1..128 bytes");
+      throw new ReplError("LIMIT_EXCEEDED", "Session name must contain 1..128 bytes");
     }
     if (this.opening >= SESSION_OPENS_MAX) {
       throw new ReplError(
-        "OPEN_CAPACITY",
+        "SESSION_LIMIT",
         "Session opening capacity exhausted; wait for active interpreter probes",
       );
     }
@@ -135,7 +135,7 @@ export class Sessions {
   /** Stops the session's run and worker and forgets it. */
   async close(sessionId: string): Promise<Session> {
     const session = this.byId.get(sessionId);
-    if (!session) throw new ReplError("SESSION_GONE", SESSION_GONE);
+    if (!session) throw new ReplError("SESSION_NOT_FOUND", SESSION_GONE);
     this.byId.delete(sessionId);
     session.markClosed();
     this.artifacts.deleteForSession(session.id);
@@ -199,8 +199,8 @@ function canonicalProject(path: string): string {
   try {
     real = realpathSync(path);
   } catch {
-    throw new ReplError("PROJECT_MISSING", "Project directory does not exist");
+    throw new ReplError("PROJECT_INVALID", "Project directory does not exist");
   }
-  if (!statSync(real).isDirectory()) throw new ReplError("PROJECT_NOT_DIR", "Project must be a directory");
+  if (!statSync(real).isDirectory()) throw new ReplError("PROJECT_INVALID", "Project must be a directory");
   return real;
 }

@@ -57,14 +57,14 @@ export class SessionScope {
     if (this.ended) {
       // The client went away while the interpreter was being probed: nobody can reach this session.
       await this.pool.close(session.id);
-      throw new ReplError("SESSION_GONE", "The MCP session ended while this session was opening");
+      throw new ReplError("SESSION_CLOSED", "The MCP session ended while this session was opening");
     }
     this.owned.add(session.id);
     return session;
   }
 
   async close(sessionId: string): Promise<Session> {
-    if (!this.owned.has(sessionId)) throw new ReplError("SESSION_GONE", SESSION_GONE);
+    if (!this.owned.has(sessionId)) throw new ReplError("SESSION_NOT_FOUND", SESSION_GONE);
     if (sessionId === this.default.id) {
       throw new ReplError(
         "DEFAULT_SESSION",

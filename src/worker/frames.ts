@@ -20,6 +20,14 @@ export const OutputFrame = v.object({
 });
 export type OutputFrame = v.InferOutput<typeof OutputFrame>;
 
+/** Which parts of a result were cut to their limits. */
+export const Truncated = v.object({
+  stdout: v.boolean(),
+  stderr: v.boolean(),
+  return: v.boolean(),
+  error: v.optional(v.boolean()),
+});
+
 export const WorkerResult = v.object({
   success: v.boolean(),
   stdout: v.string(),
@@ -30,12 +38,7 @@ export const WorkerResult = v.object({
   artifact: v.optional(ArtifactReference),
   artifact_error: v.optional(v.string()),
   error: v.nullable(v.string()),
-  truncated: v.object({
-    stdout: v.boolean(),
-    stderr: v.boolean(),
-    return: v.boolean(),
-    error: v.optional(v.boolean()),
-  }),
+  truncated: Truncated,
   state: v.picklist(["preserved", "cleared"]),
   interrupted: v.optional(v.boolean()),
   background_tasks_cancelled: v.optional(v.number()),
@@ -43,6 +46,8 @@ export const WorkerResult = v.object({
   fatal: v.optional(v.boolean()),
   exit_code: v.optional(v.number()),
   namespace: v.optional(v.record(v.string(), v.unknown())),
+  /** Set only when the worker itself failed (a bug), not the cell. */
+  error_code: v.optional(v.literal("INTERNAL")),
 });
 export type WorkerResult = v.InferOutput<typeof WorkerResult>;
 

@@ -85,7 +85,7 @@ export class WorkerProcess {
   }
 
   static async start(launch: WorkerLaunch): Promise<WorkerProcess> {
-    if (launch.problem) throw new ReplError("WORKER_START", launch.problem);
+    if (launch.problem) throw new ReplError("WORKER_START_FAILED", launch.problem);
     const worker = new WorkerProcess(launch);
     const ready = new Promise<ReadyFrame>((resolve, reject) => {
       worker.readySignal = { resolve, reject };
@@ -93,12 +93,12 @@ export class WorkerProcess {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new ReplError("WORKER_START", "Python worker startup timed out")),
+        () => reject(new ReplError("WORKER_START_FAILED", "Python worker startup timed out")),
         WORKER_READY_TIMEOUT_MS,
       );
     });
     const exited = worker.closed.then((): never => {
-      throw new ReplError("WORKER_START", "Python worker exited during startup");
+      throw new ReplError("WORKER_START_FAILED", "Python worker exited during startup");
     });
     try {
       worker.ready = await Promise.race([ready, timeout, exited]);
@@ -106,7 +106,7 @@ export class WorkerProcess {
     } catch (error) {
       await worker.kill("killed");
       if (error instanceof ReplError) throw error;
-      throw new ReplError("WORKER_START", (error as Error).message);
+      throw new ReplError("WORKER_START_FAILED", (error as Error).message);
     } finally {
       clearTimeout(timer);
     }
@@ -141,7 +141,7 @@ export class WorkerProcess {
 
   /** Queues a frame already encoded (with its newline) within the frame limit. */
   sendEncoded(bytes: Uint8Array): Promise<void> {
-    if (!this.alive) return Promise.reject(new ReplError("WORKER_GONE", "Python worker is not running"));
+    if (!this.alive) return Promise.reject(new ReplError("WORKER_CRASHED", "Python worker is not running"));
     return this.writer.push(bytes);
   }
 
@@ -197,7 +197,7 @@ export class WorkerProcess {
           if (!frame) continue;
           if (!sawReady) {
             if (frame.type !== "ready")
-              throw new ReplError("WORKER_START", "Invalid Python worker handshake");
+              throw new ReplError("WORKER_START_FAILED", "Invalid Python worker handshake");
             sawReady = true;
             this.readySignal?.resolve(frame);
             continue;

@@ -1,51 +1,52 @@
 // The execution result every execution tool returns (contract §1.2). The valibot schema is the single
-// source of both the TypeScript type and the published output schema.
+// source of both the TypeScript type and the published output schema; it extends what the worker sends.
 import * as v from "valibot";
-import { ArtifactReference } from "../artifacts/reference.ts";
+import { ErrorCodeName } from "../errors.ts";
+import { WorkerResult } from "./frames.ts";
 
-export const Truncated = v.object({
-  stdout: v.boolean(),
-  stderr: v.boolean(),
-  return: v.boolean(),
-  error: v.optional(v.boolean()),
-});
+const { interrupted: _interrupted, fatal: _fatal, error_code: _code, ...fromWorker } = WorkerResult.entries;
 
 export const ExecutionResult = v.object({
   run_id: v.string(),
-  success: v.boolean(),
-  stdout: v.string(),
-  stderr: v.string(),
-  return_value: v.nullable(v.string()),
-  value: v.optional(v.unknown()),
-  /** The whole trailing value, kept as an artifact because its preview was shortened. */
-  artifact: v.optional(ArtifactReference),
-  artifact_error: v.optional(v.string()),
-  error: v.nullable(v.string()),
+  ...fromWorker,
+  /** Null on success; otherwise what kind of failure `error` describes. */
+  error_code: v.nullable(ErrorCodeName),
   elapsed_ms: v.number(),
-  truncated: Truncated,
-  state: v.picklist(["preserved", "cleared"]),
   state_reset: v.boolean(),
   execution_mode: v.picklist(["persistent", "fresh"]),
   server_id: v.string(),
   session_id: v.string(),
   generation: v.number(),
-  background_tasks_cancelled: v.optional(v.number()),
-  exit_code: v.optional(v.number()),
-  namespace: v.optional(v.record(v.string(), v.unknown())),
   text_truncated: v.optional(v.boolean()),
 });
 export type ExecutionResult = v.InferOutput<typeof ExecutionResult>;
 
-export const Messages = {
-  limits: "Code limit is 256 KiB; timeout must be 0.01..3600 seconds",
-  busy: "A cell is already running; inspect python_run or cancel it",
-  closed: "Session is closed",
-  staleGeneration: "STATE_CHANGED: stale expected_generation; inspect the session before executing",
-  restarted: "STATE_CHANGED: worker restarted; expected_generation no longer matches",
-  cancelledBeforeDispatch: "Execution cancelled before dispatch",
-  crashed: "Python worker crashed; variables cleared",
-  rss: "Python worker exceeded RSS budget; variables cleared",
-  timedOut: "Execution timed out",
-  cancelled: "Execution cancelled",
-  abandoned: "Request abandoned; worker killed; external effects may already have occurred",
-} as const;
+/** A refusal or loss the supervisor reports: its stable code and the message an agent acts on. */
+export interface Failure {
+  code: ErrorCodeName;
+  message: string;
+}
+
+export const Failures = {
+  limits: { code: "LIMIT_EXCEEDED", message: "Code limit is 256 KiB; timeout must be 0.01..3600 seconds" },
+  busy: { code: "SESSION_BUSY", message: "A cell is already running; inspect python_run or cancel it" },
+  closed: { code: "SESSION_CLOSED", message: "Session is closed" },
+  staleGeneration: {
+    code: "STATE_CHANGED",
+    message: "STATE_CHANGED: stale expected_generation; inspect the session before executing",
+  },
+  restarted: {
+    code: "STATE_CHANGED",
+    message: "STATE_CHANGED: worker restarted; expected_generation no longer matches",
+  },
+  cancelledBeforeDispatch: { code: "CANCELLED", message: "Execution cancelled before dispatch" },
+  crashed: { code: "WORKER_CRASHED", message: "Python worker crashed; variables cleared" },
+  rss: { code: "MEMORY_LIMIT", message: "Python worker exceeded RSS budget; variables cleared" },
+  timedOut: { code: "TIMEOUT", message: "Execution timed out" },
+  cancelled: { code: "CANCELLED", message: "Execution cancelled" },
+} as const satisfies Record<string, Failure>;
+
+/** The two fields a failed result carries. */
+export function failed(failure: Failure): { error: string; error_code: ErrorCodeName } {
+  return { error: failure.message, error_code: failure.code };
+}

@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { LIVE_STREAM_MAX_BYTES, PROGRESS_OUTPUT_MAX_BYTES, PROGRESS_TAIL_MAX_BYTES } from "../limits.ts";
 import { cutUtf8, tailUtf8, utf8Bytes } from "../text/utf8.ts";
-import type { ExecutionResult } from "./result.ts";
+import type { ExecutionResult, Failure } from "./result.ts";
 
 export type RunTask =
   | { kind: "cell"; code: string }
@@ -21,7 +21,7 @@ export class ActiveRun {
   /** Told about every piece of output (progress reporting); they must not throw. */
   readonly outputListeners = new Set<() => void>();
   /** Set once; the first reason wins (a timeout racing a cancel reports the timeout). */
-  cancelReason: string | undefined;
+  cancelReason: Failure | undefined;
   private readonly controller = new AbortController();
   /** Settles with the final result; assigned by the supervisor when the run starts. */
   done!: Promise<ExecutionResult>;
@@ -34,7 +34,7 @@ export class ActiveRun {
     return this.controller.signal;
   }
 
-  cancel(reason: string): void {
+  cancel(reason: Failure): void {
     if (this.cancelReason) return;
     this.cancelReason = reason;
     this.controller.abort();

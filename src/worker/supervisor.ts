@@ -1,7 +1,7 @@
 // One session's worker supervisor: it owns the persistent worker's lifecycle, the generation counter,
 // the single execution slot, deadlines (SIGINT, grace, kill), the RSS budget, the run history, and turns
 // whatever happened into an execution result. Lower layers report through return values and callbacks.
-import { describe, ReplError } from "../errors.ts";
+import { codeOf, describe, type ErrorCodeName, ReplError } from "../errors.ts";
 import {
   BUSY_WAIT_WHILE_CANCELLING_MS,
   CODE_MAX_BYTES,
@@ -13,11 +13,13 @@ import {
   TIMEOUT_MIN_SECONDS,
   WORKER_EXIT_WAIT_MS,
 } from "../limits.ts";
+import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
+import { waitAtMost } from "../timeout.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
 import { RunHistory } from "./history.ts";
 import { type WorkerLaunch, WorkerProcess } from "./process.ts";
-import { type ExecutionResult, Messages } from "./result.ts";
+import { type ExecutionResult, type Failure, Failures, failed } from "./result.ts";
 import { type Bridge, RpcDesk } from "./rpc.ts";
 import { residentBytes } from "./rss.ts";
 import { ActiveRun, type RunTask } from "./run.ts";
@@ -54,7 +56,8 @@ type Outcome =
   | { kind: "rss" }
   | { kind: "grace" };
 
-type Fields = Pick<ExecutionResult, "error" | "state" | "state_reset"> & Partial<ExecutionResult>;
+type Fields = Pick<ExecutionResult, "error" | "error_code" | "state" | "state_reset"> &
+  Partial<ExecutionResult>;
 
 export class Supervisor {
   generation = 0;
@@ -77,21 +80,28 @@ export class Supervisor {
   begin(request: RunRequest): ActiveRun | ExecutionResult {
     const timeout = request.timeoutSeconds;
     const code = request.task.kind === "cell" ? request.task.code : "";
-    const refuse = (error: string) => this.refusal(request.task, error);
+    const refuse = (failure: Failure) => this.refusal(request.task, failure);
     if (
       utf8Bytes(code) > CODE_MAX_BYTES ||
       !(timeout >= TIMEOUT_MIN_SECONDS && timeout <= TIMEOUT_MAX_SECONDS)
     ) {
-      return refuse(Messages.limits);
+      return refuse(Failures.limits);
     }
-    if (this.closed) return refuse(Messages.closed);
-    if (this.active) return refuse(Messages.busy);
+    if (this.closed) return refuse(Failures.closed);
+    if (this.active) return refuse(Failures.busy);
     const run = new ActiveRun(request.task);
     this.active = run;
-    const onClientCancel = () => run.cancel(Messages.cancelled);
+    const onClientCancel = () => run.cancel(Failures.cancelled);
     request.signal?.addEventListener("abort", onClientCancel, { once: true });
     run.done = this.drive(run, request)
-      .catch((error) => this.result(run, { error: `Internal error: ${describe(error)}`, ...UNTOUCHED }))
+      .catch((error) => {
+        log.error("run failed inside the supervisor (a bug):", error);
+        return this.result(run, {
+          error: `Internal error: ${describe(error)}`,
+          error_code: "INTERNAL",
+          ...UNTOUCHED,
+        });
+      })
       .then((result) => {
         if (request.record !== false) this.history.add(result);
         return result;
@@ -105,21 +115,14 @@ export class Supervisor {
   }
 
   /** An execution-shaped answer for a request refused before it reached the slot. */
-  refusal(task: RunTask, error: string): ExecutionResult {
-    return this.result(new ActiveRun(task), { error, ...UNTOUCHED });
+  refusal(task: RunTask, failure: Failure): ExecutionResult {
+    return this.result(new ActiveRun(task), { ...failed(failure), ...UNTOUCHED });
   }
 
   /** Runs to completion. A run that is being cancelled gets a moment to release the slot first. */
   async execute(request: RunRequest): Promise<ExecutionResult> {
     const previous = this.active;
-    if (previous?.cancelReason) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        previous.done,
-        new Promise((resolve) => (timer = setTimeout(resolve, BUSY_WAIT_WHILE_CANCELLING_MS))),
-      ]);
-      clearTimeout(timer);
-    }
+    if (previous?.cancelReason) await waitAtMost(previous.done, BUSY_WAIT_WHILE_CANCELLING_MS);
     const started = this.begin(request);
     return started instanceof ActiveRun ? started.done : started;
   }
@@ -128,7 +131,7 @@ export class Supervisor {
   cancel(runId?: string): ActiveRun | undefined {
     const run = this.active;
     if (!run || (runId !== undefined && run.id !== runId)) return undefined;
-    run.cancel(Messages.cancelled);
+    run.cancel(Failures.cancelled);
     return run;
   }
 
@@ -137,21 +140,19 @@ export class Supervisor {
     this.closed = true;
     const run = this.active;
     if (run) {
-      run.cancel(Messages.cancelled);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([run.done, new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
-      clearTimeout(timer);
+      run.cancel(Failures.cancelled);
+      await waitAtMost(run.done, waitMs);
     }
     await this.discardWorker();
   }
 
   private async drive(run: ActiveRun, request: RunRequest): Promise<ExecutionResult> {
-    const refuse = (error: string, extra: Partial<ExecutionResult> = {}) =>
-      this.result(run, { error, ...UNTOUCHED, ...extra });
+    const refuse = (failure: Failure, extra: Partial<ExecutionResult> = {}) =>
+      this.result(run, { ...failed(failure), ...UNTOUCHED, ...extra });
     if (request.expectedGeneration !== undefined && request.expectedGeneration !== this.generation) {
-      return refuse(Messages.staleGeneration);
+      return refuse(Failures.staleGeneration);
     }
-    if (run.signal.aborted) return refuse(Messages.cancelledBeforeDispatch);
+    if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch);
     if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request);
 
     let stateReset = false;
@@ -161,14 +162,14 @@ export class Supervisor {
       try {
         await this.startWorker();
       } catch (error) {
-        return this.result(run, { error: describe(error), state: "cleared", state_reset: true });
+        return this.result(run, { ...startFailure(error), state: "cleared", state_reset: true });
       }
       stateReset = true;
       if (recovering && (request.expectedGeneration ?? 0) > 0) {
-        return refuse(Messages.restarted, { state_reset: true });
+        return refuse(Failures.restarted, { state_reset: true });
       }
     }
-    if (run.signal.aborted) return refuse(Messages.cancelledBeforeDispatch, { state_reset: stateReset });
+    if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch, { state_reset: stateReset });
     const worker = this.worker as WorkerProcess;
     const result = await this.runOn(worker, run, request, stateReset);
     if (result.state === "cleared") await this.loseWorker(worker);
@@ -181,12 +182,12 @@ export class Supervisor {
     try {
       worker = await WorkerProcess.start(this.launchSpec());
     } catch (error) {
-      return this.result(run, { error: describe(error), ...UNTOUCHED, execution_mode: "fresh" });
+      return this.result(run, { ...startFailure(error), ...UNTOUCHED, execution_mode: "fresh" });
     }
     try {
       if (run.signal.aborted) {
         return this.result(run, {
-          error: Messages.cancelledBeforeDispatch,
+          ...failed(Failures.cancelledBeforeDispatch),
           ...UNTOUCHED,
           execution_mode: "fresh",
         });
@@ -211,7 +212,7 @@ export class Supervisor {
     if (this.closed) {
       // The session was closed while its worker was starting: that worker must not outlive it.
       await worker.stop();
-      throw new ReplError("SESSION_CLOSED", Messages.closed);
+      throw new ReplError(Failures.closed.code, Failures.closed.message);
     }
     this.worker = worker;
     this.python = worker.ready;
@@ -232,12 +233,7 @@ export class Supervisor {
 
   /** The worker's namespace is gone: make sure the process is too, and recover on the next run. */
   private async loseWorker(worker: WorkerProcess): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      worker.closed,
-      new Promise((resolve) => (timer = setTimeout(resolve, WORKER_EXIT_WAIT_MS))),
-    ]);
-    clearTimeout(timer);
+    await waitAtMost(worker.closed, WORKER_EXIT_WAIT_MS);
     await worker.kill();
     if (this.worker === worker) {
       this.worker = undefined;
@@ -280,9 +276,9 @@ export class Supervisor {
     const unhooks = [worker.onClose(() => deliver({ kind: "closed" }))];
     const onCancel = () => deliver({ kind: "cancelled" });
     run.signal.addEventListener("abort", onCancel, { once: true });
-    const deadline = setTimeout(() => run.cancel(Messages.timedOut), request.timeoutSeconds * 1000);
+    const deadline = setTimeout(() => run.cancel(Failures.timedOut), request.timeoutSeconds * 1000);
     const rssTimer = this.watchMemory(worker, () => deliver({ kind: "rss" }));
-    const loss = (error: string) => this.afterLoss(run, worker, error, stateReset);
+    const loss = (failure: Failure) => this.afterLoss(run, worker, failure, stateReset);
 
     try {
       run.status = "running";
@@ -291,7 +287,7 @@ export class Supervisor {
       if (first.kind === "cancelled") {
         // Cancellation order: bridge calls and detached job groups first (they cannot see SIGINT), then
         // SIGINT, then a grace.
-        const reason = run.cancelReason ?? Messages.cancelled;
+        const reason = run.cancelReason ?? Failures.cancelled;
         outcome = new Promise<Outcome>((resolve) => {
           deliver = resolve;
         });
@@ -307,23 +303,27 @@ export class Supervisor {
         clearTimeout(grace);
         if (first.kind === "grace") {
           await worker.kill();
-          return await loss(`${reason}; worker did not stop; variables cleared`);
+          return await loss({
+            ...reason,
+            message: `${reason.message}; worker did not stop; variables cleared`,
+          });
         }
-        if (first.kind === "closed") return await loss(`${reason}; worker exited; variables cleared`);
+        if (first.kind === "closed")
+          return await loss({ ...reason, message: `${reason.message}; worker exited; variables cleared` });
         if (first.kind === "result") {
           const result = await this.fromWorker(run, worker, first.result, stateReset);
           // The cell ran to its end before the cancel reached it: its effects happened, so the record
           // says it succeeded rather than claiming a cancel that never took effect.
           if (first.result.success && !first.result.interrupted) return result;
-          return { ...result, success: false, error: reason };
+          return { ...result, success: false, ...failed(reason) };
         }
       }
       if (first.kind === "rss") {
         await worker.kill();
-        return await loss(Messages.rss);
+        return await loss(Failures.rss);
       }
       if (first.kind === "result") return await this.fromWorker(run, worker, first.result, stateReset);
-      return await loss(Messages.crashed);
+      return await loss(Failures.crashed);
     } finally {
       clearTimeout(deadline);
       for (const unhook of unhooks) unhook();
@@ -338,13 +338,13 @@ export class Supervisor {
   private async afterLoss(
     run: ActiveRun,
     worker: WorkerProcess,
-    error: string,
+    failure: Failure,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
     await worker.closed;
     const native = worker.stderr.take();
     return this.result(run, {
-      error,
+      ...failed(failure),
       state: "cleared",
       state_reset: stateReset,
       stdout: run.live.stdout,
@@ -361,10 +361,11 @@ export class Supervisor {
     await worker.stderr.barrier(run.id, STDERR_DRAIN_BARRIER_MS);
     const native = worker.stderr.take();
     const stderr = cutUtf8(result.stderr + native.text, STREAM_CAPTURE_MAX_BYTES);
-    const { interrupted: _interrupted, fatal: _fatal, ...fields } = result;
+    const { interrupted: _interrupted, fatal, error_code: internal, ...fields } = result;
     return {
       ...this.identity(),
       ...fields,
+      error_code: result.success ? null : (internal ?? (fatal ? "WORKER_FATAL" : "PYTHON_EXCEPTION")),
       run_id: run.id,
       stderr: stderr.text,
       truncated: { ...result.truncated, stderr: result.truncated.stderr || stderr.cut || native.truncated },
@@ -407,6 +408,14 @@ export class Supervisor {
       if (rss !== undefined && rss > limitBytes) onOver();
     }, RSS_SAMPLE_INTERVAL_MS);
   }
+}
+
+/** A worker that did not start: its own code when it says why, else a start failure. */
+function startFailure(error: unknown): { error: string; error_code: ErrorCodeName } {
+  return {
+    error: describe(error),
+    error_code: error instanceof ReplError ? codeOf(error) : "WORKER_START_FAILED",
+  };
 }
 
 /** Refused or failed before touching the worker: nothing about the namespace changed. */

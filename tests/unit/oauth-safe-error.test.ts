@@ -15,7 +15,7 @@ test("an authorization server's description is replaced by its error code", () =
   expect(error.message).toBe(
     "OAuth token refresh failed: the authorization server answered invalid_grant; log in",
   );
-  expect(error.code).toBe("MCP_CREDENTIALS");
+  expect(error.code).toBe("CREDENTIALS_MISSING");
 });
 
 test("local failures keep their reason with every known secret blanked", () => {

@@ -69,7 +69,7 @@ export function listenForCallback(port: number): CallbackListener {
     });
   } catch {
     throw new ReplError(
-      "MCP_OAUTH",
+      "OAUTH_FAILED",
       `Cannot listen on 127.0.0.1:${port} for the OAuth callback; choose another oauth.redirectPort (0 picks a free port)`,
     );
   }
@@ -83,7 +83,7 @@ export function listenForCallback(port: number): CallbackListener {
           () =>
             reject(
               new ReplError(
-                "MCP_OAUTH",
+                "OAUTH_FAILED",
                 "OAuth login timed out: the browser did not return to the callback within 300 s; run it again",
               ),
             ),

@@ -42,7 +42,7 @@ export const CredentialFile = v.looseObject({
 export type CredentialFile = v.InferOutput<typeof CredentialFile>;
 
 function problem(message: string): ReplError {
-  return new ReplError("MCP_CREDENTIALS", message);
+  return new ReplError("CREDENTIALS_MISSING", message);
 }
 
 const LABEL = "OAuth credential file";

@@ -64,7 +64,7 @@ export class StoredGrant extends SharedTokenSource {
 
   private read(): CredentialFile {
     const file = readCredentialFile(this.path, this.serverUrl);
-    if (!file) throw new ReplError("MCP_CREDENTIALS", OAUTH_GRANT_REQUIRED);
+    if (!file) throw new ReplError("CREDENTIALS_MISSING", OAUTH_GRANT_REQUIRED);
     return file;
   }
 
@@ -73,7 +73,7 @@ export class StoredGrant extends SharedTokenSource {
     if (needsRefresh(file)) {
       if (!file.token_response.refresh_token) {
         throw new ReplError(
-          "MCP_CREDENTIALS",
+          "CREDENTIALS_MISSING",
           `The stored OAuth access token has expired and has no refresh token; ${LOGIN_AGAIN}`,
         );
       }
@@ -84,7 +84,7 @@ export class StoredGrant extends SharedTokenSource {
       );
       if (!lock) {
         throw new ReplError(
-          "MCP_CREDENTIALS",
+          "CREDENTIALS_MISSING",
           "Another process kept the OAuth credential file locked; try mcp.refresh() in a moment",
         );
       }
@@ -181,11 +181,11 @@ class ClientCredentialsProvider implements OAuthClientProvider {
     return new URLSearchParams({ grant_type: "client_credentials", ...(scope ? { scope } : {}) });
   }
   redirectToAuthorization(): never {
-    throw new ReplError("MCP_CREDENTIALS", "A client_credentials grant cannot open a browser");
+    throw new ReplError("CREDENTIALS_MISSING", "A client_credentials grant cannot open a browser");
   }
   saveCodeVerifier() {}
   codeVerifier(): never {
-    throw new ReplError("MCP_CREDENTIALS", "A client_credentials grant has no PKCE verifier");
+    throw new ReplError("CREDENTIALS_MISSING", "A client_credentials grant has no PKCE verifier");
   }
 }
 

@@ -24,7 +24,7 @@ import { oauthFailure } from "./safe-error.ts";
 
 export const LOGIN_PROMPT = "Open this authorization URL in your browser to grant this broker access:";
 
-const fail = (message: string) => new ReplError("MCP_OAUTH", message);
+const fail = (message: string) => new ReplError("OAUTH_FAILED", message);
 
 /** Everything one login remembers between the authorization request and the code exchange. */
 class LoginProvider implements OAuthClientProvider {

@@ -11,7 +11,7 @@ export function resourceFor(serverUrl: string) {
       !checkResourceAllowed({ requestedResource: serverUrl, configuredResource: advertised })
     ) {
       throw new ReplError(
-        "MCP_CREDENTIALS",
+        "CREDENTIALS_MISSING",
         "The server's protected-resource metadata names a different resource; refusing to request a token for it",
       );
     }

@@ -28,5 +28,5 @@ export function oauthFailure(
     : redact(error instanceof Error ? error.message : String(error), secrets)
         .replace(/\s+/g, " ")
         .slice(0, 300);
-  return new ReplError("MCP_CREDENTIALS", `${what}: ${reason}; ${action}`);
+  return new ReplError("CREDENTIALS_MISSING", `${what}: ${reason}; ${action}`);
 }

@@ -4,8 +4,7 @@ import * as v from "valibot";
 import { ArtifactFormat, ArtifactReference } from "../../artifacts/reference.ts";
 import { ARTIFACT_READ_MAX_BYTES } from "../../limits.ts";
 import { ForwardFormat, RangeEncoding } from "../../sessions/artifacts.ts";
-import { jsonSchemaOf } from "../schema.ts";
-import { SessionId, stamp, successOrError } from "./common.ts";
+import { SessionId, stamp, ToolFailure } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
 const WRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
@@ -34,7 +33,9 @@ export const ArtifactOutputs = {
   }),
 };
 
-const output = (schema: v.GenericSchema) => successOrError(jsonSchemaOf(schema));
+/** Thrown failures are rendered as {error, error_code} without identity, so the failure shape is open. */
+const output = <S extends v.GenericSchema<unknown, Record<string, unknown>>>(schema: S) =>
+  v.union([schema, ToolFailure]);
 
 export const artifactCreate = defineTool({
   name: "artifact_create",
@@ -138,7 +139,11 @@ export const artifactForward = defineTool({
   annotations: WRITES,
   async handle(args, ctx, call) {
     const session = ctx.sessions.route(args.session_id);
-    const envelope = await session.artifacts.forward(args, { runId: null, signal: call.signal });
+    const answer = await session.artifacts.forward(args, { runId: null, signal: call.signal });
+    // The SDK already checked it is a CallToolResult; this gives it the published type.
+    const envelope = v.parse(ArtifactOutputs.forward, answer);
+    // A downstream isError becomes ours, and every isError result carries a code.
+    if (envelope.isError === true) return stamp(session, { ...envelope, error_code: "TOOL_ERROR" as const });
     return stamp(session, envelope);
   },
 });

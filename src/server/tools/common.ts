@@ -1,7 +1,15 @@
-// Pieces several tools share: the session_id argument, identity stamping and the timeout argument.
+// Pieces several tools share: the session_id argument, the cell input, identity stamping, and the
+// failure shapes every isError result has.
 import * as v from "valibot";
-import { TIMEOUT_DEFAULT_SECONDS, TIMEOUT_MAX_SECONDS, TIMEOUT_MIN_SECONDS } from "../../limits.ts";
+import { ErrorCodeName, type ReplError } from "../../errors.ts";
+import {
+  CODE_MAX_BYTES,
+  TIMEOUT_DEFAULT_SECONDS,
+  TIMEOUT_MAX_SECONDS,
+  TIMEOUT_MIN_SECONDS,
+} from "../../limits.ts";
 import type { Session } from "../../sessions/session.ts";
+import type { ExecutionResult } from "../../worker/result.ts";
 
 export const SessionId = v.pipe(
   v.string(),
@@ -27,17 +35,47 @@ export const ExpectedGeneration = v.optional(
   ),
 );
 
+/** The input of execute_python and python_start: one cell and how to run it. */
+export const CellInput = v.strictObject({
+  code: v.pipe(v.string(), v.maxLength(CODE_MAX_BYTES), v.description("Python source of the cell")),
+  session_id: v.optional(SessionId),
+  expected_generation: ExpectedGeneration,
+  reset: v.optional(v.pipe(v.boolean(), v.description("Restart the worker before running")), false),
+  timeout: Timeout,
+});
+
+/** The identity routed results carry (contract §1.1, identity stamping). */
+export const Identity = {
+  server_id: v.string(),
+  session_id: v.string(),
+  generation: v.pipe(v.number(), v.integer(), v.minValue(0)),
+};
+
+/** What every failed tool result carries: the message, and the stable code to branch on. */
+export const Failed = { error: v.string(), error_code: ErrorCodeName };
+
+/** A tool-level failure (contract §1.1 B): `{error, error_code}`, plus identity for routed tools. */
+export const ToolFailure = v.object({ ...Failed });
+export const RoutedFailure = v.object({ ...Failed, ...Identity });
+
+export function failureOf(error: ReplError): v.InferOutput<typeof ToolFailure> {
+  return { error: error.message, error_code: error.code };
+}
+
+/** A refused execution's message and code, for tools that answer in their own shape. */
+export function failureFrom(result: ExecutionResult): v.InferOutput<typeof ToolFailure> {
+  return { error: result.error ?? "Execution failed", error_code: result.error_code ?? "INTERNAL" };
+}
+
 /** Routed results carry the identity of the session that answered, unless they already have one. */
-export function stamp(session: Session, value: Record<string, unknown>): Record<string, unknown> {
+export function stamp<T extends object>(
+  session: Session,
+  value: T,
+): T & { server_id: string; session_id: string; generation: number } {
   return {
     server_id: session.serverId,
     session_id: session.id,
     generation: session.supervisor.generation,
     ...value,
   };
-}
-
-/** `{"type":"object","oneOf":[success, {"required":["error"]}]}` as the contract publishes it. */
-export function successOrError(success: Record<string, unknown>) {
-  return { type: "object" as const, oneOf: [success, { required: ["error"] }] };
 }

@@ -2,23 +2,13 @@
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import * as v from "valibot";
-import { ARGV_MAX_BYTES, ARGV_MAX_ITEMS, CODE_MAX_BYTES } from "../../limits.ts";
+import { ARGV_MAX_BYTES, ARGV_MAX_ITEMS } from "../../limits.ts";
 import { utf8Bytes } from "../../text/utf8.ts";
-import { ExecutionResult } from "../../worker/result.ts";
-import { jsonSchemaOf } from "../schema.ts";
-import { ExpectedGeneration, SessionId, Timeout } from "./common.ts";
+import { ExecutionResult, type Failure } from "../../worker/result.ts";
+import { CellInput, ExpectedGeneration, SessionId, Timeout } from "./common.ts";
 import { defineTool, type RunPlan, type ServerContext, type ToolCall } from "./tool.ts";
 
-const EXECUTION_OUTPUT = jsonSchemaOf(ExecutionResult);
 const WRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
-
-const CellInput = v.strictObject({
-  code: v.pipe(v.string(), v.maxLength(CODE_MAX_BYTES), v.description("Python source of the cell")),
-  session_id: v.optional(SessionId),
-  expected_generation: ExpectedGeneration,
-  reset: v.optional(v.pipe(v.boolean(), v.description("Restart the worker before running")), false),
-  timeout: Timeout,
-});
 
 const FileInput = v.strictObject({
   session_id: SessionId,
@@ -40,7 +30,7 @@ export const executePython = defineTool({
     "restarts the worker, clearing variables, cwd and environment changes. For long work use python_start. " +
     "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
   input: CellInput,
-  output: EXECUTION_OUTPUT,
+  output: ExecutionResult,
   annotations: WRITES,
   plan: planCell,
   handle: async (args, ctx, call) => runToEnd(planCell(args, ctx), call),
@@ -54,7 +44,7 @@ export const pythonExecuteFile = defineTool({
     "sets stay); mode=fresh runs in a separate worker of the same environment and leaves the namespace " +
     "alone. sys.exit(N) is reported as exit_code. Poll or cancel it with python_run/python_cancel.",
   input: FileInput,
-  output: EXECUTION_OUTPUT,
+  output: ExecutionResult,
   annotations: WRITES,
   plan: planFile,
   handle: async (args, ctx, call) => runToEnd(planFile(args, ctx), call),
@@ -75,11 +65,16 @@ function planFile(args: v.InferOutput<typeof FileInput>, ctx: ServerContext): Ru
   const session = ctx.sessions.route(args.session_id);
   const path = resolve(session.project, args.path);
   const task = { kind: "file" as const, path, argv: args.argv, mode: args.mode };
-  const refuse = (error: string) => ({ session, refusal: session.supervisor.refusal(task, error) });
+  const refuse = (failure: Failure) => ({ session, refusal: session.supervisor.refusal(task, failure) });
   if (args.argv.reduce((bytes, arg) => bytes + utf8Bytes(arg), 0) > ARGV_MAX_BYTES) {
-    return refuse("argv is limited to 128 strings and 32 KiB in all");
+    return refuse({ code: "LIMIT_EXCEEDED", message: "argv is limited to 128 strings and 32 KiB in all" });
   }
-  if (!isRegularFile(path)) return refuse(`Python file not found or not a regular file: ${path}`);
+  if (!isRegularFile(path)) {
+    return refuse({
+      code: "FILE_NOT_FOUND",
+      message: `Python file not found or not a regular file: ${path}`,
+    });
+  }
   const request = {
     task,
     timeoutSeconds: args.timeout,
@@ -90,7 +85,7 @@ function planFile(args: v.InferOutput<typeof FileInput>, ctx: ServerContext): Ru
 }
 
 /** The plain (non-task) call: run in the session's slot and answer with the final result. */
-function runToEnd(plan: RunPlan, call: ToolCall): Promise<Record<string, unknown>> {
+function runToEnd(plan: RunPlan, call: ToolCall): Promise<ExecutionResult> {
   if (plan.refusal) return Promise.resolve(plan.refusal);
   return plan.session.supervisor.execute({ ...plan.request, signal: call.signal, onRun: call.onRun });
 }

@@ -1,7 +1,8 @@
 // python_health: the server, its default session and its sessions, without starting Python.
 import * as v from "valibot";
-import { sessionMetadata } from "../../sessions/metadata.ts";
-import { sessionList } from "./sessions.ts";
+import { BrokerHealth } from "../../broker/broker.ts";
+import { SessionMetadata, sessionMetadata } from "../../sessions/metadata.ts";
+import { SessionList, sessionList } from "./sessions.ts";
 import { defineTool } from "./tool.ts";
 
 export const pythonHealth = defineTool({
@@ -11,11 +12,7 @@ export const pythonHealth = defineTool({
     "session_id), worker generation, interpreter path, runtime, limits and sessions. Never starts Python " +
     "and never connects to other MCP servers.",
   input: v.strictObject({}),
-  output: {
-    type: "object",
-    properties: { server: { type: "object" }, broker: { type: "object" }, sessions: { type: "object" } },
-    required: ["server", "broker"],
-  },
+  output: v.object({ server: SessionMetadata, broker: BrokerHealth, sessions: SessionList }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async handle(_args, ctx) {
     const { sessions, maxMemoryMib } = ctx;

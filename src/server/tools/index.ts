@@ -9,9 +9,9 @@ import {
   pythonSessionList,
   pythonSessionOpen,
 } from "./sessions.ts";
-import type { Tool } from "./tool.ts";
+import type { ListedTool } from "./tool.ts";
 
-export const TOOLS = [
+export const TOOLS: readonly ListedTool[] = [
   executePython,
   pythonStart,
   pythonRun,
@@ -27,4 +27,4 @@ export const TOOLS = [
   artifactSave,
   artifactDelete,
   artifactForward,
-] as unknown as readonly Tool[];
+];

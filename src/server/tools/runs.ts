@@ -1,11 +1,20 @@
 // Long runs: start a cell without waiting, poll it, cancel it.
 import * as v from "valibot";
-import { CODE_MAX_BYTES, HISTORY_RUNS, LIVE_STREAM_MAX_BYTES } from "../../limits.ts";
+import { HISTORY_RUNS, LIVE_STREAM_MAX_BYTES } from "../../limits.ts";
+import { ExecutionResult } from "../../worker/result.ts";
 import { ActiveRun } from "../../worker/run.ts";
-import { ExpectedGeneration, SessionId, stamp, Timeout } from "./common.ts";
+import { CellInput, Failed, failureFrom, Identity, RoutedFailure, SessionId, stamp } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
 export const EXTERNAL_EFFECTS = "May already have occurred; never retried automatically";
+
+const Started = v.object({
+  ...Identity,
+  run_id: v.string(),
+  status: v.literal("starting"),
+  poll_tool: v.literal("python_run"),
+  cancel_tool: v.literal("python_cancel"),
+});
 
 export const pythonStart = defineTool({
   name: "python_start",
@@ -13,27 +22,8 @@ export const pythonStart = defineTool({
     "Start a cell and return at once with its run_id, for work that may outlast the client's request " +
     "timeout. Same arguments as execute_python. Poll python_run(run_id) for live output and the final " +
     "result; stop it with python_cancel. One run at a time per session.",
-  input: v.strictObject({
-    code: v.pipe(v.string(), v.maxLength(CODE_MAX_BYTES)),
-    session_id: v.optional(SessionId),
-    expected_generation: ExpectedGeneration,
-    reset: v.optional(v.boolean(), false),
-    timeout: Timeout,
-  }),
-  output: {
-    type: "object",
-    oneOf: [
-      {
-        required: ["run_id", "session_id", "status"],
-        properties: {
-          status: { const: "starting" },
-          poll_tool: { type: "string" },
-          cancel_tool: { type: "string" },
-        },
-      },
-      { required: ["error"] },
-    ],
-  },
+  input: CellInput,
+  output: v.union([Started, RoutedFailure]),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
@@ -44,15 +34,29 @@ export const pythonStart = defineTool({
       reset: args.reset,
       expectedGeneration: args.expected_generation,
     });
-    if (!(started instanceof ActiveRun)) return stamp(session, { error: started.error });
+    if (!(started instanceof ActiveRun)) return stamp(session, failureFrom(started));
     return stamp(session, {
       run_id: started.id,
       status: "starting",
       poll_tool: "python_run",
       cancel_tool: "python_cancel",
-    });
+    } as const);
   },
 });
+
+const LiveRun = v.object({
+  ...Identity,
+  run_id: v.string(),
+  status: v.picklist(["starting", "running"]),
+  elapsed_ms: v.number(),
+  stdout: v.string(),
+  stderr: v.string(),
+  native_stderr: v.string(),
+  output_limit_bytes_per_stream: v.number(),
+});
+
+/** Not found: never has `success`, so it cannot be mistaken for a finished run's result. */
+const RunNotFound = v.object({ ...Failed, ...Identity, success: v.optional(v.never()) });
 
 export const pythonRun = defineTool({
   name: "python_run",
@@ -63,14 +67,7 @@ export const pythonRun = defineTool({
     session_id: v.optional(SessionId),
     run_id: v.optional(v.string()),
   }),
-  output: {
-    type: "object",
-    oneOf: [
-      { required: ["run_id", "status"], properties: { status: { enum: ["starting", "running"] } } },
-      { required: ["run_id", "success"] },
-      { required: ["error"], not: { required: ["success"] } },
-    ],
-  },
+  output: v.union([LiveRun, ExecutionResult, RunNotFound]),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
@@ -90,9 +87,20 @@ export const pythonRun = defineTool({
     const finished =
       args.run_id === undefined ? supervisor.history.latest() : supervisor.history.get(args.run_id);
     if (finished) return finished;
-    return stamp(session, { error: `Run not found; history retains last ${HISTORY_RUNS} runs` });
+    return stamp(session, {
+      error: `Run not found; history retains last ${HISTORY_RUNS} runs`,
+      error_code: "RUN_NOT_FOUND",
+    } as const);
   },
 });
+
+const CancelRequested = v.object({
+  ...Identity,
+  cancel_requested: v.literal(true),
+  run_id: v.string(),
+  external_effects: v.string(),
+});
+const NothingToCancel = v.object({ ...Identity, ...Failed, cancel_requested: v.literal(false) });
 
 export const pythonCancel = defineTool({
   name: "python_cancel",
@@ -104,16 +112,22 @@ export const pythonCancel = defineTool({
     session_id: v.optional(SessionId),
     run_id: v.optional(v.string()),
   }),
-  output: {
-    type: "object",
-    properties: { cancel_requested: { type: "boolean" } },
-    required: ["cancel_requested"],
-  },
+  output: v.union([CancelRequested, NothingToCancel]),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
     const run = session.supervisor.cancel(args.run_id);
-    if (!run) return stamp(session, { cancel_requested: false, error: "No matching active run" });
-    return stamp(session, { cancel_requested: true, run_id: run.id, external_effects: EXTERNAL_EFFECTS });
+    if (!run) {
+      return stamp(session, {
+        cancel_requested: false,
+        error: "No matching active run",
+        error_code: "NO_ACTIVE_RUN",
+      } as const);
+    }
+    return stamp(session, {
+      cancel_requested: true,
+      run_id: run.id,
+      external_effects: EXTERNAL_EFFECTS,
+    } as const);
   },
 });

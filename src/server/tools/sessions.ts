@@ -1,12 +1,24 @@
 // Independent sessions: open one on a project (and its interpreter), list, inspect and close them.
 import * as v from "valibot";
 import { INVENTORY_TIMEOUT_SECONDS, SESSION_NAME_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
-import { sessionMetadata } from "../../sessions/metadata.ts";
+import { SessionMetadata, sessionMetadata } from "../../sessions/metadata.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
-import { SessionId, stamp, successOrError } from "./common.ts";
+import { Identity, RoutedFailure, SessionId, stamp, ToolFailure } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
-const METADATA_REQUIRED = ["server_id", "session_id", "generation", "environment", "project", "name"];
+const Inventory = v.object({
+  variables: v.array(v.object({ name: v.string(), type: v.string(), length: v.optional(v.number()) })),
+  total_namespace_entries: v.number(),
+  omitted_including_helpers: v.number(),
+  values_included: v.literal(false),
+});
+const Inspected = v.object({ ...SessionMetadata.entries, namespace: v.optional(Inventory) });
+
+export const SessionList = v.object({
+  server_id: v.string(),
+  sessions: v.array(SessionMetadata),
+  limit: v.number(),
+});
 
 export const pythonSessionOpen = defineTool({
   name: "python_session_open",
@@ -25,7 +37,7 @@ export const pythonSessionOpen = defineTool({
     ),
     python: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Interpreter to use"))),
   }),
-  output: successOrError({ required: METADATA_REQUIRED }),
+  output: v.union([SessionMetadata, ToolFailure]),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx, call) {
     const session = await ctx.sessions.open(args.name, args.project, args.python, call.signal);
@@ -38,20 +50,14 @@ export const pythonSessionList = defineTool({
   description:
     "List the open sessions with their ids, projects, environments and generations. Starts nothing.",
   input: v.strictObject({}),
-  output: {
-    type: "object",
-    required: ["server_id", "sessions"],
-    properties: {
-      sessions: { type: "array", items: { type: "object", required: METADATA_REQUIRED.slice(1) } },
-    },
-  },
+  output: SessionList,
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   async handle(_args, ctx) {
     return sessionList(ctx.sessions, ctx.maxMemoryMib);
   },
 });
 
-export function sessionList(sessions: SessionScope, maxMemoryMib: number) {
+export function sessionList(sessions: SessionScope, maxMemoryMib: number): v.InferOutput<typeof SessionList> {
   return {
     server_id: sessions.serverId,
     sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),
@@ -69,7 +75,7 @@ export const pythonSessionInspect = defineTool({
     session_id: v.optional(SessionId),
     include_namespace: v.optional(v.boolean(), false),
   }),
-  output: successOrError({ required: METADATA_REQUIRED }),
+  output: v.union([Inspected, RoutedFailure]),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
@@ -80,10 +86,14 @@ export const pythonSessionInspect = defineTool({
       reset: false,
       record: false,
     });
-    if (!result.success || !result.namespace) {
-      return stamp(session, { error: result.error ?? "Namespace inventory failed" });
+    const namespace = v.safeParse(Inventory, result.namespace);
+    if (!result.success || !namespace.success) {
+      return stamp(session, {
+        error: result.error ?? "Namespace inventory failed",
+        error_code: result.error_code ?? "INTERNAL",
+      });
     }
-    return { ...sessionMetadata(session, ctx.maxMemoryMib), namespace: result.namespace };
+    return { ...sessionMetadata(session, ctx.maxMemoryMib), namespace: namespace.output };
   },
 });
 
@@ -93,15 +103,12 @@ export const pythonSessionClose = defineTool({
     "Close a session: cancel its run, stop its worker and forget its state. The default session cannot be " +
     "closed (clear it with execute_python reset=true).",
   input: v.strictObject({ session_id: SessionId }),
-  output: successOrError({
-    required: ["closed", "server_id", "session_id", "generation"],
-    properties: { closed: { const: true } },
-  }),
+  output: v.union([v.object({ closed: v.literal(true), ...Identity }), ToolFailure]),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx) {
     const session = await ctx.sessions.close(args.session_id);
     return {
-      closed: true,
+      closed: true as const,
       server_id: session.serverId,
       session_id: session.id,
       generation: session.supervisor.generation,

@@ -1,12 +1,14 @@
-// The shape of one tool: its valibot input schema (the single source of the published JSON Schema and
-// of the handler's argument type), its output schema, annotations, and the handler.
+// The shape of one tool: a valibot input schema (the single source of the published inputSchema and of
+// the handler's argument type), a valibot output schema (the single source of the published
+// outputSchema and of the handler's return type), annotations, and the handler. defineTool erases the
+// two schema types into a ListedTool, so the tool table needs no casts.
 import type * as v from "valibot";
 import type { SessionScope } from "../../sessions/scope.ts";
 import type { Session } from "../../sessions/session.ts";
 import type { ExecutionResult } from "../../worker/result.ts";
 import type { ActiveRun } from "../../worker/run.ts";
 import type { RunRequest } from "../../worker/supervisor.ts";
-import type { JsonSchema } from "../schema.ts";
+import { type JsonSchema, jsonSchemaOf, outputSchemaOf, parseArguments } from "../schema.ts";
 
 export interface ServerContext {
   /** What this MCP client may see: its default session and the sessions it opened. */
@@ -32,18 +34,55 @@ export interface Annotations {
   openWorldHint: boolean;
 }
 
-export interface Tool<S extends v.GenericSchema = v.GenericSchema> {
+/** What every tool returns: a JSON object, rendered into the CallToolResult by ../render.ts. */
+export type Structured = Record<string, unknown>;
+type ObjectSchema = v.GenericSchema<unknown, Structured>;
+
+export interface Tool<I extends v.GenericSchema, O extends ObjectSchema> {
   name: string;
   description: string;
-  input: S;
-  output: JsonSchema;
+  input: I;
+  output: O;
   annotations: Annotations;
-  handle(args: v.InferOutput<S>, ctx: ServerContext, call: ToolCall): Promise<Record<string, unknown>>;
+  handle(args: v.InferOutput<I>, ctx: ServerContext, call: ToolCall): Promise<v.InferOutput<O>>;
   /** Execution tools only: the run a call describes, so it can also start as an MCP task. */
-  plan?(args: v.InferOutput<S>, ctx: ServerContext): RunPlan;
+  plan?(args: v.InferOutput<I>, ctx: ServerContext): RunPlan;
 }
 
-/** Keeps the handler's argument type tied to the tool's own schema. */
-export function defineTool<S extends v.GenericSchema>(tool: Tool<S>): Tool<S> {
-  return tool;
+/** One call's arguments, validated, bound to its tool. */
+export interface BoundCall {
+  handle(ctx: ServerContext, call: ToolCall): Promise<Structured>;
+  plan?(ctx: ServerContext): RunPlan;
+}
+
+/** A tool as the server lists and calls it. */
+export interface ListedTool {
+  name: string;
+  description: string;
+  inputSchema: JsonSchema;
+  outputSchema: JsonSchema;
+  annotations: Annotations;
+  /** Whether it may also run as an MCP task. */
+  runsAsTask: boolean;
+  /** Validates raw arguments (a ProtocolError, or a LIMIT_EXCEEDED ReplError for a byte limit). */
+  bind(args: unknown): BoundCall;
+}
+
+export function defineTool<I extends v.GenericSchema, O extends ObjectSchema>(tool: Tool<I, O>): ListedTool {
+  const { plan } = tool;
+  return {
+    name: tool.name,
+    description: tool.description,
+    inputSchema: jsonSchemaOf(tool.input),
+    outputSchema: outputSchemaOf(tool.output),
+    annotations: tool.annotations,
+    runsAsTask: plan !== undefined,
+    bind(raw) {
+      const args = parseArguments(tool.input, raw);
+      return {
+        handle: (ctx, call) => tool.handle(args, ctx, call),
+        plan: plan && ((ctx) => plan(args, ctx)),
+      };
+    },
+  };
 }
