@@ -198,35 +198,14 @@ function connectFailure(error: unknown): { kind: FailureKind; error: ReplError }
 
 /** Waits for a shared attempt within one caller's own deadline and cancellation. */
 function waitAsCaller<T>(attempt: Promise<T>, deadline: number, signal?: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const finish = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
-    };
-    const onAbort = () => {
-      finish();
-      reject(new ReplError("CANCELLED", "MCP call cancelled while connecting; nothing was sent"));
-    };
-    const timer = setTimeout(
-      () => {
-        finish();
-        reject(
-          new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while connecting; nothing was sent"),
-        );
-      },
-      Math.max(0, deadline - Date.now()),
-    );
-    if (signal?.aborted) return onAbort();
-    signal?.addEventListener("abort", onAbort, { once: true });
-    attempt.then(
-      (value) => {
-        finish();
-        resolve(value);
-      },
-      (error) => {
-        finish();
-        reject(error);
-      },
-    );
+  const cancelled = () => new ReplError("CANCELLED", "MCP call cancelled while connecting; nothing was sent");
+  if (signal?.aborted) return Promise.reject(cancelled());
+  let onAbort = () => {};
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(cancelled());
   });
+  signal?.addEventListener("abort", onAbort, { once: true });
+  return withTimeout(Promise.race([attempt, aborted]), deadline - Date.now(), () => {
+    throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while connecting; nothing was sent");
+  }).finally(() => signal?.removeEventListener("abort", onAbort));
 }

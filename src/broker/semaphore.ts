@@ -17,14 +17,16 @@ export class Semaphore {
         signal?.removeEventListener("abort", onAbort);
         resolve(this.releaser());
       };
-      const giveUp = (message: string) => {
+      const giveUp = (error: ReplError) => {
+        // The timer too: an abort must not leave it running until the deadline.
+        clearTimeout(timer);
         this.waiting = this.waiting.filter((waiter) => waiter !== grant);
         signal?.removeEventListener("abort", onAbort);
-        reject(new ReplError("DEADLINE_EXCEEDED", message));
+        reject(error);
       };
-      const onAbort = () => giveUp("MCP call cancelled while queued");
+      const onAbort = () => giveUp(new ReplError("CANCELLED", "MCP call cancelled while queued"));
       const timer = setTimeout(
-        () => giveUp("MCP request budget exceeded while queued"),
+        () => giveUp(new ReplError("DEADLINE_EXCEEDED", "MCP request budget exceeded while queued")),
         Math.max(0, deadline - Date.now()),
       );
       signal?.addEventListener("abort", onAbort, { once: true });

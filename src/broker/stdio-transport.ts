@@ -4,6 +4,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import { BROKER_PEER_CLOSE_GRACE_MS, BROKER_PEER_LINE_MAX_BYTES } from "../limits.ts";
+import { sizeText } from "../text/size.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
 import type { StdioEntry } from "./config.ts";
 
@@ -37,22 +38,11 @@ export class GuardedStdioTransport implements Transport {
     await this.peer.stdin.flush();
   }
 
-  /** Ends the peer's input, gives it a moment to exit, then kills its group. */
+  /** Ends the peer's input, gives it a moment to exit, then kills its group (GuardedProcess.stop). */
   async close(): Promise<void> {
     const peer = this.peer;
     if (!peer || this.closed) return;
-    try {
-      peer.stdin.end();
-    } catch {}
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      peer.exited,
-      new Promise((resolve) => (timer = setTimeout(resolve, BROKER_PEER_CLOSE_GRACE_MS))),
-    ]);
-    clearTimeout(timer);
-    peer.signal("SIGKILL");
-    peer.closeControl();
-    await peer.exited;
+    await peer.stop(BROKER_PEER_CLOSE_GRACE_MS);
     this.finish();
   }
 
@@ -74,10 +64,11 @@ export class GuardedStdioTransport implements Transport {
       }
     } catch (error) {
       const message =
-        error instanceof FrameTooLargeError ? "MCP peer frame exceeds 1 MiB" : "MCP peer output failed";
+        error instanceof FrameTooLargeError
+          ? `MCP peer frame exceeds ${sizeText(BROKER_PEER_LINE_MAX_BYTES)}`
+          : "MCP peer output failed";
       this.onerror?.(new Error(message));
-      peer.signal("SIGKILL");
-      peer.closeControl();
+      void peer.stop(0);
     }
   }
 

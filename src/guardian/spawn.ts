@@ -3,8 +3,9 @@
 import { closeSync, writeSync } from "node:fs";
 import type { FileSink } from "bun";
 import * as v from "valibot";
-import { FRAME_MAX_BYTES } from "../limits.ts";
+import { FRAME_MAX_BYTES, GUARDIAN_CONTROL_WRITE_TIMEOUT_MS } from "../limits.ts";
 import { log } from "../log.ts";
+import { withTimeout } from "../timeout.ts";
 import { decodeLine, readLines } from "../wire/lines.ts";
 import { GUARDIAN_FLAG } from "./flag.ts";
 import { signalGroup } from "./kill.ts";
@@ -94,6 +95,34 @@ export class GuardedProcess {
     signalGroup(this.pgid, signal);
   }
 
+  /**
+   * The one way to end a guarded child: close its stdin (a worker or MCP peer leaves on EOF), after
+   * half the grace SIGTERM the child, after the rest SIGKILL the whole group; resolves once the
+   * guardian and its group are gone. graceMs 0 kills at once.
+   */
+  async stop(graceMs: number): Promise<void> {
+    try {
+      this.stdin.end();
+    } catch {}
+    if (graceMs > 0 && !(await settlesWithin(this.exited, graceMs / 2))) {
+      // Only the child: SIGTERM to the group would reach the guardian, which answers it with SIGKILL.
+      const pid = await withTimeout(
+        this.childPid.catch(() => 0),
+        0,
+        () => 0,
+      );
+      if (pid > 1) {
+        try {
+          process.kill(pid, "SIGTERM");
+        } catch {}
+      }
+      await settlesWithin(this.exited, graceMs / 2);
+    }
+    this.signal("SIGKILL");
+    this.closeControl();
+    await this.exited;
+  }
+
   /** Cuts the lifeline: the guardian kills the child and its group, then exits. */
   closeControl(): void {
     if (this.controlFd === undefined) return;
@@ -106,7 +135,11 @@ export class GuardedProcess {
   private sendControl(message: unknown): void {
     if (this.controlFd === undefined) return;
     try {
-      writeAllSync(this.controlFd, Buffer.from(`${JSON.stringify(message)}\n`), CONTROL_WRITE_TIMEOUT_MS);
+      writeAllSync(
+        this.controlFd,
+        Buffer.from(`${JSON.stringify(message)}\n`),
+        GUARDIAN_CONTROL_WRITE_TIMEOUT_MS,
+      );
     } catch (error) {
       // A guardian that cannot be told what to do is useless: end it (and anything it started).
       log.debug("guardian control write failed", error);
@@ -116,7 +149,15 @@ export class GuardedProcess {
   }
 }
 
-const CONTROL_WRITE_TIMEOUT_MS = 5_000;
+/** Whether `promise` settles (either way) within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  const settled = promise.then(
+    () => true,
+    () => true,
+  );
+  return withTimeout(settled, ms, () => false);
+}
+
 const pause = new Int32Array(new SharedArrayBuffer(4));
 
 /**

@@ -1,6 +1,6 @@
 // One running Python worker: started through a guardian, spoken to in frames over its stdin/stdout,
 // with its fd 2 drained on the side. It knows nothing about runs or sessions; the supervisor does.
-import { ReplError } from "../errors.ts";
+import { describe, ReplError } from "../errors.ts";
 import { signalGroup } from "../guardian/kill.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import {
@@ -11,6 +11,8 @@ import {
   WORKER_READY_TIMEOUT_MS,
 } from "../limits.ts";
 import { log } from "../log.ts";
+import { sizeText } from "../text/size.ts";
+import { waitAtMost, withTimeout } from "../timeout.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { NativeStderr } from "./native-stderr.ts";
@@ -68,12 +70,7 @@ export class WorkerProcess {
       await guardianGone;
       // A grandchild that escaped the group (setsid, a daemon) may hold the stderr pipe open for
       // ever: what it writes after the worker is gone is no longer ours to wait for.
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        stderrDone,
-        new Promise((resolve) => (timer = setTimeout(resolve, STDERR_DRAIN_BARRIER_MS))),
-      ]);
-      clearTimeout(timer);
+      await waitAtMost(stderrDone, STDERR_DRAIN_BARRIER_MS);
       this.stderr.stop();
       return this.closeReason ?? "exited";
     })();
@@ -90,25 +87,18 @@ export class WorkerProcess {
     const ready = new Promise<ReadyFrame>((resolve, reject) => {
       worker.readySignal = { resolve, reject };
     });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new ReplError("WORKER_START_FAILED", "Python worker startup timed out")),
-        WORKER_READY_TIMEOUT_MS,
-      );
-    });
     const exited = worker.closed.then((): never => {
       throw new ReplError("WORKER_START_FAILED", "Python worker exited during startup");
     });
     try {
-      worker.ready = await Promise.race([ready, timeout, exited]);
+      worker.ready = await withTimeout(Promise.race([ready, exited]), WORKER_READY_TIMEOUT_MS, () => {
+        throw new ReplError("WORKER_START_FAILED", "Python worker startup timed out");
+      });
       return worker;
     } catch (error) {
       await worker.kill("killed");
       if (error instanceof ReplError) throw error;
-      throw new ReplError("WORKER_START_FAILED", (error as Error).message);
-    } finally {
-      clearTimeout(timer);
+      throw new ReplError("WORKER_START_FAILED", describe(error), { cause: error });
     }
   }
 
@@ -124,10 +114,6 @@ export class WorkerProcess {
     }
     this.closeListeners.add(fn);
     return () => this.closeListeners.delete(fn);
-  }
-
-  get pgid(): number {
-    return this.guarded.pgid;
   }
 
   get alive(): boolean {
@@ -169,22 +155,17 @@ export class WorkerProcess {
   async kill(reason: CloseReason = "killed"): Promise<void> {
     this.closeReason ??= reason;
     this.killJobs();
-    this.guarded.signal("SIGKILL");
-    this.guarded.closeControl();
+    await this.guarded.stop(0);
     await this.closed;
   }
 
-  /** Asks the worker to leave (stdin EOF), then makes sure the group is gone. */
+  /** Asks the worker to leave (stdin EOF), then makes sure the group and its jobs are gone. */
   async stop(): Promise<void> {
     this.closeReason ??= "killed";
     this.writer.close();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, WORKER_EXIT_WAIT_MS);
-    });
-    await Promise.race([this.closed, late]);
-    clearTimeout(timer);
-    await this.kill();
+    await this.guarded.stop(WORKER_EXIT_WAIT_MS);
+    this.killJobs();
+    await this.closed;
   }
 
   private async readFrames(): Promise<void> {
@@ -209,11 +190,13 @@ export class WorkerProcess {
     } catch (error) {
       // Oversized, undecodable or malformed output means the worker can no longer be trusted.
       const message =
-        error instanceof FrameTooLargeError ? "worker frame exceeds 1 MiB" : (error as Error).message;
+        error instanceof FrameTooLargeError
+          ? `worker frame exceeds ${sizeText(FRAME_MAX_BYTES)}`
+          : (error as Error).message;
       log.debug("worker channel broken:", message);
       if (!sawReady) this.readySignal?.reject(error instanceof ReplError ? error : new Error(message));
       this.closeReason ??= "broken";
-      this.guarded.signal("SIGKILL");
+      void this.guarded.stop(0);
     }
     this.closeReason ??= "exited";
     this.writer.close();

@@ -4,6 +4,7 @@
 // not read its input in time is stuck, and the owner is told to kill it.
 import type { FileSink } from "bun";
 import { WRITER_QUEUE_FRAMES } from "../limits.ts";
+import { withTimeout } from "../timeout.ts";
 
 export class WriteQueue {
   private queued = 0;
@@ -70,20 +71,9 @@ export class WriteQueue {
     const flushed = this.sink.flush();
     // Usually the pipe takes the frame at once: then there is nothing to time out, and no timer to arm.
     if (typeof flushed === "number") return;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const stalled = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => {
-          this.onStall();
-          reject(new Error("worker input write timed out"));
-        },
-        Math.max(0, deadline - Date.now()),
-      );
+    await withTimeout(flushed, deadline - Date.now(), () => {
+      this.onStall();
+      throw new Error("worker input write timed out");
     });
-    try {
-      await Promise.race([flushed, stalled]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 }
