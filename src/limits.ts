@@ -1,32 +1,71 @@
-// Every size, count and duration the product enforces, named with its unit.
+// Every size, count and duration the product enforces, named with its unit, each with the reason for it.
+// This is their only home in src/; messages are built from these constants. worker.py repeats the ones
+// the Python side enforces, and tests/unit/worker-limits.test.ts fails when the two disagree.
 
+// Messages and frames
+/** Python source of one cell: enough for any hand-written cell, small enough to echo in errors. */
 export const CODE_MAX_BYTES = 262_144;
+/** One worker frame, newline included, either direction: bounds the memory a line can take. */
 export const FRAME_MAX_BYTES = 1_048_576;
+/** One MCP message on our stdio, either direction (contract §1.0). */
 export const MCP_MESSAGE_MAX_BYTES = 1_048_576;
+/** One control line to a guardian: the spawn spec carries a whole environment. */
 export const GUARDIAN_SPEC_MAX_BYTES = 1_048_576;
+/** How long the server keeps trying to hand a guardian its control line before giving up on it. */
+export const GUARDIAN_CONTROL_WRITE_TIMEOUT_MS = 5_000;
 
+// Results
+/** A whole CallToolResult; over it, the text block is replaced (clients cap results near 1 MB). */
 export const TOOL_RESULT_MAX_BYTES = 1_000_000;
+/** The text block's preview; structuredContent has the full bounded value. */
 export const TEXT_PREVIEW_MAX_BYTES = 8_192;
-
+/** stdout and stderr each, in a final result. */
 export const STREAM_CAPTURE_MAX_BYTES = 50_000;
+/** stdout and stderr each, as python_run shows them while a run is active. */
 export const LIVE_STREAM_MAX_BYTES = 65_536;
+/** Native fd-2 output kept per run before the final cut to STREAM_CAPTURE_MAX_BYTES. */
 export const NATIVE_STDERR_MAX_BYTES = 65_536;
+/** The safe preview of a cell's trailing value (enforced by worker.py). */
 export const RETURN_PREVIEW_MAX_BYTES = 20_000;
+/** An error message or traceback summary (enforced by worker.py). */
 export const ERROR_TEXT_MAX_BYTES = 20_000;
 
+// Runs
+/** A run's timeout range and default, in seconds (the same range bounds mcp.call timeouts). */
 export const TIMEOUT_MIN_SECONDS = 0.01;
 export const TIMEOUT_MAX_SECONDS = 3_600;
 export const TIMEOUT_DEFAULT_SECONDS = 120;
-
+/** After SIGINT, how long a cell may take to stop before its worker is killed. */
 export const INTERRUPT_GRACE_MS = 2_000;
+/** From spawning a worker to its ready frame; a slow interpreter shim still fits. */
 export const WORKER_READY_TIMEOUT_MS = 10_000;
+/** A worker that does not read one frame within this is stuck and is killed. */
 export const FRAME_WRITE_TIMEOUT_MS = 5_000;
+/** Frames queued for a worker's stdin; a command never waits behind a long backlog. */
 export const WRITER_QUEUE_FRAMES = 4;
+/** How long a result waits for the worker's stderr barrier (its native output). */
 export const STDERR_DRAIN_BARRIER_MS = 1_000;
+/** A worker asked to leave (stdin EOF) gets this long before it is killed. */
 export const WORKER_EXIT_WAIT_MS = 3_000;
-export const SHUTDOWN_RUNS_WAIT_MS = 5_000;
-
+/** A new run waits this long for a run being cancelled to free the slot (grace + margin). */
+export const BUSY_WAIT_WHILE_CANCELLING_MS = 3_500;
+/** Finished results kept per session for python_run. */
 export const HISTORY_RUNS = 64;
+/** Bridge requests (mcp.*) one run may have outstanding. */
+export const RPC_CONCURRENCY = 64;
+/** How long the ops of the mcp helper (servers, refresh, journal, explain) wait, in seconds (worker.py). */
+export const RPC_RESULT_WAIT_OPS_SECONDS = 35;
+/** --max-memory-mib default: a worker's RSS ceiling, MiB. */
+export const RSS_DEFAULT_MIB = 2_048;
+/** How often a running worker's RSS is sampled. */
+export const RSS_SAMPLE_INTERVAL_MS = 250;
+/** python_session_inspect's namespace inventory, in seconds: it runs no user code. */
+export const INVENTORY_TIMEOUT_SECONDS = 5;
+/** python_execute_file's argv: count and total UTF-8 bytes (also enforced by worker.py). */
+export const ARGV_MAX_ITEMS = 128;
+export const ARGV_MAX_BYTES = 32_768;
+/** A saved Python file run by python_execute_file (enforced by worker.py). */
+export const PYTHON_FILE_MAX_BYTES = 262_144;
 
 // Live progress (notifications/progress and task status): the newest output shown, and the pace.
 /** The newest output quoted in a progress message: enough for a line or two, small enough to show. */
@@ -48,57 +87,78 @@ export const TASK_LIST_PAGE_SIZE = 20;
 /** Tasks remembered across all sessions (refused calls have no run history to bound them). */
 export const TASKS_MAX = 1_024;
 
-export const RPC_CONCURRENCY = 64;
-
-export const RSS_DEFAULT_MIB = 2_048;
-export const RSS_SAMPLE_INTERVAL_MS = 250;
-
-export const BUSY_WAIT_WHILE_CANCELLING_MS = 3_500;
-export const INVENTORY_TIMEOUT_SECONDS = 5;
-export const ARGV_MAX_ITEMS = 128;
-export const ARGV_MAX_BYTES = 32_768;
-
+// Sessions and the server
+/** Open sessions, the default one included; each may hold a worker. */
 export const SESSIONS_MAX = 32;
+/** Sessions being opened (interpreter probes running) at once. */
 export const SESSION_OPENS_MAX = 4;
+/** A session name, UTF-8 bytes. */
 export const SESSION_NAME_MAX_BYTES = 128;
+/** The interpreter probe's deadline and output. */
 export const PROBE_TIMEOUT_MS = 10_000;
 export const PROBE_OUTPUT_MAX_BYTES = 4_096;
+/** Closing a session waits this long for its run to end before stopping the worker anyway. */
 export const SESSION_CLOSE_WAIT_MS = 5_000;
+/** Server shutdown: every session's run gets this long to end. */
+export const SHUTDOWN_RUNS_WAIT_MS = 5_000;
+/** Server shutdown ends the process after this even if something hangs (guardians clean up anyway). */
+export const SHUTDOWN_LIMIT_MS = 6_000;
 
+// Broker
+/** Calls in flight across the broker of one project; more wait in line until their deadline. */
 export const BROKER_CONCURRENT_REQUESTS = 32;
+/** Open peer connections; the least recently used idle one is closed past this. */
 export const BROKER_LIVE_TRANSPORTS = 32;
+/** mcp.call's default timeout, in seconds. */
 export const BROKER_CALL_TIMEOUT_DEFAULT_SECONDS = 120;
+/** mcp.list_tools / mcp.help default timeout, in seconds. */
+export const BROKER_LIST_TIMEOUT_DEFAULT_SECONDS = 30;
+/** A peer's tool catalogue: how long it is reused, how many are cached, and its size bounds. */
 export const BROKER_CATALOGUE_TTL_MS = 15_000;
 export const BROKER_CATALOGUE_ENTRIES = 32;
 export const BROKER_CATALOGUE_MAX_BYTES = 1_048_576;
 export const BROKER_CATALOGUE_MAX_TOOLS = 10_000;
 export const BROKER_CATALOGUE_MAX_PAGES = 128;
+/** The registry file is re-read when it is older than this. */
 export const BROKER_REGISTRY_REFRESH_MS = 30_000;
+/** After a failed connect, the peer is left alone this long (mcp.refresh() clears it). */
 export const BROKER_CONNECT_COOLDOWN_MS = 60_000;
+/** Starting a transport plus initialize. */
 export const BROKER_CONNECT_MAX_MS = 30_000;
+/** One line from a stdio peer, one HTTP body (or SSE event) from an HTTP peer. */
 export const BROKER_PEER_LINE_MAX_BYTES = 1_048_576;
 export const BROKER_HTTP_BODY_MAX_BYTES = 1_048_576;
+/** A stdio peer asked to leave (stdin EOF) gets this long before it is killed. */
 export const BROKER_PEER_CLOSE_GRACE_MS = 2_000;
+/** A call's result delivered to a cell; leaves room in the 1 MiB frame for the envelope. */
 export const BROKER_RESULT_MAX_BYTES = 900_000;
+/** A call's arguments: bytes, nesting depth and values. */
 export const BROKER_ARGUMENT_MAX_BYTES = 262_144;
 export const BROKER_ARGUMENT_MAX_DEPTH = 64;
 export const BROKER_ARGUMENT_MAX_NODES = 16_384;
+/** A peer tool's inputSchema must be this simple to be validated in bounded time. */
 export const BROKER_SCHEMA_MAX_BYTES = 65_536;
 export const BROKER_SCHEMA_MAX_DEPTH = 32;
 export const BROKER_SCHEMA_MAX_NODES = 2_048;
 export const BROKER_SCHEMA_MAX_BRANCHES = 16;
 export const BROKER_SCHEMA_MAX_PATTERN_CHARS = 256;
+/** Compiled input-schema validators kept. */
+export const BROKER_COMPILED_SCHEMAS_MAX = 256;
+/** The registry file (.mcp.json, --config, ~/.claude.json). */
 export const REGISTRY_FILE_MAX_BYTES = 1_048_576;
+/** A server name, UTF-8 bytes. */
 export const SERVER_NAME_MAX_BYTES = 200;
+/** The tool name mcp.explain echoes back. */
 export const EXPLAIN_TOOL_MAX_CHARS = 400;
+/** Journal records kept in memory. */
 export const JOURNAL_MAX_RECORDS = 256;
 /** The whole journal serialized: small enough to hand to a cell in one RPC result. */
 export const JOURNAL_MAX_SERIALIZED_BYTES = 900_000;
 /** A journal file larger than this is not one we wrote. */
 export const JOURNAL_FILE_MAX_BYTES = 1_048_576;
+/** Identity fields (session, run, server, tool) and the project path, as kept in a journal record. */
 export const JOURNAL_TEXT_MAX_CHARS = 400;
 export const JOURNAL_PROJECT_MAX_CHARS = 4_096;
-export const RPC_RESULT_WAIT_OPS_SECONDS = 35;
 
 // OAuth (contract §5.8 and §4).
 /** A credential file holds one client registration and one token response; anything bigger is not ours. */

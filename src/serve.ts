@@ -6,6 +6,7 @@ import { openDurableJournal } from "./broker/journal-file.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import type { HttpOptions } from "./cli/http.ts";
 import { describe } from "./errors.ts";
+import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
 import { serveHttp } from "./server/http/serve.ts";
 import { loadToken, StartupError, TOKEN_ENV } from "./server/http/token.ts";
@@ -13,9 +14,6 @@ import { serveStdio } from "./server/server.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
 import { Sessions } from "./sessions/registry.ts";
 import { SessionScope } from "./sessions/scope.ts";
-
-/** Even a stuck shutdown ends: children are owned by guardians that die with us anyway. */
-const SHUTDOWN_LIMIT_MS = 6_000;
 
 export async function serve(options: ServeOptions): Promise<void> {
   if (options.oauthLogin !== undefined) {

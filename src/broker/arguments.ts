@@ -7,12 +7,14 @@ import {
   BROKER_ARGUMENT_MAX_BYTES,
   BROKER_ARGUMENT_MAX_DEPTH,
   BROKER_ARGUMENT_MAX_NODES,
+  BROKER_COMPILED_SCHEMAS_MAX,
   BROKER_SCHEMA_MAX_BRANCHES,
   BROKER_SCHEMA_MAX_BYTES,
   BROKER_SCHEMA_MAX_DEPTH,
   BROKER_SCHEMA_MAX_NODES,
   BROKER_SCHEMA_MAX_PATTERN_CHARS,
 } from "../limits.ts";
+import { sizeText } from "../text/size.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 
 /** Depth and node count of a JSON value, stopping early once a limit is passed. */
@@ -37,13 +39,13 @@ export function checkArguments(args: Record<string, unknown>): void {
   if (depth > BROKER_ARGUMENT_MAX_DEPTH || nodes > BROKER_ARGUMENT_MAX_NODES) {
     throw new ReplError(
       "LIMIT_EXCEEDED",
-      "MCP arguments exceed depth 64 or 16384 values; send less per call",
+      `MCP arguments exceed depth ${BROKER_ARGUMENT_MAX_DEPTH} or ${BROKER_ARGUMENT_MAX_NODES} values; send less per call`,
     );
   }
   if (utf8Bytes(JSON.stringify(args)) > BROKER_ARGUMENT_MAX_BYTES) {
     throw new ReplError(
       "LIMIT_EXCEEDED",
-      "MCP arguments exceed the 256 KiB budget; use an artifact or a file instead",
+      `MCP arguments exceed the ${sizeText(BROKER_ARGUMENT_MAX_BYTES)} budget; use an artifact or a file instead`,
     );
   }
 }
@@ -72,7 +74,6 @@ function schemaWithinBounds(schema: unknown): boolean {
 let validator: Promise<AjvJsonSchemaValidator> | undefined;
 /** Compiled checks by schema text: catalogues are re-fetched, so the same schema returns as a new object. */
 const compiled = new Map<string, (input: unknown) => boolean>();
-const COMPILED_MAX = 256;
 
 /** Loaded on first use: the validator compiles a large library the server does not otherwise need. */
 export async function validateAgainstSchema(schema: unknown, args: Record<string, unknown>): Promise<void> {
@@ -86,7 +87,7 @@ export async function validateAgainstSchema(schema: unknown, args: Record<string
   const key = JSON.stringify(schema);
   let check = compiled.get(key);
   if (!check) {
-    if (compiled.size >= COMPILED_MAX) {
+    if (compiled.size >= BROKER_COMPILED_SCHEMAS_MAX) {
       // The validator keeps every schema it compiled; starting a new one is how its memory is released.
       compiled.clear();
       validator = undefined;

@@ -271,7 +271,10 @@ export class Broker {
         timeoutSeconds <= TIMEOUT_MAX_SECONDS
       )
     ) {
-      throw new ReplError("LIMIT_EXCEEDED", "MCP timeout must be a finite number of seconds in 0.01..3600");
+      throw new ReplError(
+        "LIMIT_EXCEEDED",
+        `MCP timeout must be a finite number of seconds in ${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS}`,
+      );
     }
     return Date.now() + timeoutSeconds * 1000;
   }

@@ -9,6 +9,7 @@ import {
   BROKER_CATALOGUE_MAX_TOOLS,
   BROKER_CATALOGUE_TTL_MS,
 } from "../limits.ts";
+import { sizeText } from "../text/size.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 import type { ServerEntry } from "./config.ts";
 import type { Connection } from "./connections.ts";
@@ -61,7 +62,9 @@ export class Catalogues {
         if (!granted(entry, tool.name)) continue;
         bytes += utf8Bytes(JSON.stringify(tool));
         if (bytes > BROKER_CATALOGUE_MAX_BYTES)
-          throw fail("MCP tool catalogue exceeds 1 MiB of granted definitions");
+          throw fail(
+            `MCP tool catalogue exceeds ${sizeText(BROKER_CATALOGUE_MAX_BYTES)} of granted definitions`,
+          );
         tools.push(tool);
       }
       cursor = result.nextCursor;

@@ -1,11 +1,31 @@
 // mcp.explain: why a server or tool is (not) usable, from what the broker already knows. It never
-// connects, never touches the network and never prints a configuration value.
+// connects, never touches the network and never prints a configuration value. The checks run in the
+// order a call meets them: the registry, the entry's policy, the connection, the tool catalogue.
 import { existsSync } from "node:fs";
 import { BROKER_ARGUMENT_MAX_BYTES, BROKER_CATALOGUE_TTL_MS, BROKER_RESULT_MAX_BYTES } from "../limits.ts";
 import type { Catalogues } from "./catalogue.ts";
 import { granted } from "./catalogue.ts";
+import type { ServerEntry } from "./config.ts";
 import type { ConnectionPool } from "./connections.ts";
 import type { Registry } from "./registry.ts";
+
+interface Verdict {
+  status: string;
+  reason: string;
+  evidence: Record<string, unknown>;
+  actions: string[];
+  connected: boolean;
+}
+
+function verdict(
+  status: string,
+  reason: string,
+  evidence: Record<string, unknown>,
+  actions: string[],
+  connected = false,
+): Verdict {
+  return { status, reason, evidence, actions, connected };
+}
 
 export function explain(
   registry: Registry,
@@ -14,10 +34,16 @@ export function explain(
   server: string,
   tool: string | null,
 ) {
-  const base = {
+  const entry = registry.servers.get(server);
+  const found =
+    registry.error || registry.disabled || !entry
+      ? registryVerdict(registry, server)
+      : (policyVerdict(entry, tool) ??
+        connectionVerdict(pool, entry, server) ??
+        catalogueVerdict(catalogues, entry, server, tool));
+  return {
     server,
     tool,
-    connected: false,
     network_probe_performed: false,
     configuration_error: registry.error,
     budgets: { argument_max_bytes: BROKER_ARGUMENT_MAX_BYTES, result_max_bytes: BROKER_RESULT_MAX_BYTES },
@@ -28,24 +54,14 @@ export function explain(
       action:
         "Servers configured only in your MCP client are not visible here; add them to the broker registry",
     },
+    ...found,
   };
-  const answer = (
-    status: string,
-    reason: string,
-    evidence: Record<string, unknown>,
-    actions: string[],
-    connected = false,
-  ) => ({
-    ...base,
-    status,
-    reason,
-    connected,
-    evidence,
-    actions,
-  });
+}
 
+/** The registry is broken or off, or has no usable entry of that name. */
+function registryVerdict(registry: Registry, server: string): Verdict {
   if (registry.error) {
-    return answer(
+    return verdict(
       registry.errorCode === "CREDENTIALS_MISSING" ? "credentials_missing" : "config_invalid",
       registry.error,
       { configuration: "invalid" },
@@ -53,40 +69,41 @@ export function explain(
     );
   }
   if (registry.disabled) {
-    return answer(
+    return verdict(
       "broker_disabled",
       "The broker is disabled (--mcp-scope none or REPL_MCP_NO_BRIDGE=1)",
       {},
       ["Start repl-mcp with --mcp-scope project (the default) and without REPL_MCP_NO_BRIDGE=1"],
     );
   }
-  const entry = registry.servers.get(server);
-  if (!entry) {
-    const excluded = registry.excluded.get(server);
-    if (excluded === "disabled" || excluded === "not_granted") {
-      return answer(
-        "not_granted",
-        excluded === "disabled"
-          ? "The entry is disabled"
-          : "The entry belongs to another client and has no brokerAllowed: true",
-        { exclusion: excluded },
-        ["Set brokerAllowed: true on the entry (or enable it) if this broker may use it, then mcp.refresh()"],
-      );
-    }
-    if (!registry.found) {
-      return answer("registry_absent", "No MCP registry was found", {}, [
-        "Create .mcp.json in the project or start repl-mcp with --config FILE",
-      ]);
-    }
-    return answer(
-      "server_absent",
-      "The registry has no server of that name",
-      { configured: [...registry.servers.keys()] },
-      ["Use mcp.servers() to see the configured names"],
+  const excluded = registry.excluded.get(server);
+  if (excluded === "disabled" || excluded === "not_granted") {
+    return verdict(
+      "not_granted",
+      excluded === "disabled"
+        ? "The entry is disabled"
+        : "The entry belongs to another client and has no brokerAllowed: true",
+      { exclusion: excluded },
+      ["Set brokerAllowed: true on the entry (or enable it) if this broker may use it, then mcp.refresh()"],
     );
   }
+  if (!registry.found) {
+    return verdict("registry_absent", "No MCP registry was found", {}, [
+      "Create .mcp.json in the project or start repl-mcp with --config FILE",
+    ]);
+  }
+  return verdict(
+    "server_absent",
+    "The registry has no server of that name",
+    { configured: [...registry.servers.keys()] },
+    ["Use mcp.servers() to see the configured names"],
+  );
+}
+
+/** allowedTools, and an OAuth grant that was never stored. */
+function policyVerdict(entry: ServerEntry, tool: string | null): Verdict | undefined {
   if (tool !== null && !granted(entry, tool)) {
-    return answer(
+    return verdict(
       "not_granted",
       "The tool is outside the entry's allowedTools",
       { allowed_tools: entry.allowedTools },
@@ -94,56 +111,67 @@ export function explain(
     );
   }
   const transport = entry.transport;
-  if (transport.type === "http" && transport.oauth) {
-    const grant = transport.oauth.grantType ?? "authorization_code";
-    if (
-      grant === "authorization_code" &&
-      !(transport.oauth.credentialFile && existsSync(transport.oauth.credentialFile))
-    ) {
-      return answer("credentials_missing", "No OAuth grant has been stored for this broker", {}, [
-        "Run repl-mcp --config REGISTRY --oauth-login SERVER",
-      ]);
-    }
+  if (transport.type !== "http" || !transport.oauth) return undefined;
+  const grant = transport.oauth.grantType ?? "authorization_code";
+  const stored = transport.oauth.credentialFile && existsSync(transport.oauth.credentialFile);
+  if (grant === "authorization_code" && !stored) {
+    return verdict("credentials_missing", "No OAuth grant has been stored for this broker", {}, [
+      "Run repl-mcp --config REGISTRY --oauth-login SERVER",
+    ]);
   }
-  if (!pool.isLive(entry)) {
-    const failure = pool.lastFailure(entry);
-    if (failure) {
-      return answer(
-        failure.kind,
-        "The last connection attempt failed",
-        { last_connection_attempt: { at_ms: failure.at, kind: failure.kind } },
-        ["Verify the entry, then call mcp.refresh() to retry"],
-      );
-    }
-    return answer(
-      "disconnected",
-      "Not connected yet; the first call or list_tools connects",
-      { transport_state: "not_connected" },
-      [`Call mcp.list_tools(${JSON.stringify(server)}) to connect and load the catalogue`],
+  return undefined;
+}
+
+/** Not connected: never tried, or the last attempt failed. */
+function connectionVerdict(pool: ConnectionPool, entry: ServerEntry, server: string): Verdict | undefined {
+  if (pool.isLive(entry)) return undefined;
+  const failure = pool.lastFailure(entry);
+  if (failure) {
+    return verdict(
+      failure.kind,
+      "The last connection attempt failed",
+      { last_connection_attempt: { at_ms: failure.at, kind: failure.kind } },
+      ["Verify the entry, then call mcp.refresh() to retry"],
     );
   }
-  if (tool === null) return answer("ready", "Connected", { transport_state: "connected" }, [], true);
+  return verdict(
+    "disconnected",
+    "Not connected yet; the first call or list_tools connects",
+    { transport_state: "not_connected" },
+    [`Call mcp.list_tools(${JSON.stringify(server)}) to connect and load the catalogue`],
+  );
+}
+
+/** Connected: whether the cached catalogue is there, fresh, and has the tool. */
+function catalogueVerdict(
+  catalogues: Catalogues,
+  entry: ServerEntry,
+  server: string,
+  tool: string | null,
+): Verdict {
+  if (tool === null) return verdict("ready", "Connected", { transport_state: "connected" }, [], true);
+  const list = `mcp.list_tools(${JSON.stringify(server)})`;
   const cached = catalogues.cached(entry);
   if (!cached) {
-    return answer(
+    return verdict(
       "catalogue_not_loaded",
       "Connected, but the tool list has not been loaded",
       {},
-      [`Call mcp.list_tools(${JSON.stringify(server)})`],
+      [`Call ${list}`],
       true,
     );
   }
   if (cached.ageMs >= BROKER_CATALOGUE_TTL_MS) {
-    return answer(
+    return verdict(
       "catalogue_stale",
-      "The cached tool list is older than 15 s",
+      `The cached tool list is older than ${BROKER_CATALOGUE_TTL_MS / 1000} s`,
       { cached_catalogue_age_ms: cached.ageMs },
-      [`Call mcp.list_tools(${JSON.stringify(server)}) to reload it`],
+      [`Call ${list} to reload it`],
       true,
     );
   }
   if (cached.tools.some((candidate) => candidate.name === tool)) {
-    return answer(
+    return verdict(
       "ready",
       "Connected and the tool is in the catalogue",
       { cached_catalogue: "present" },
@@ -151,11 +179,11 @@ export function explain(
       true,
     );
   }
-  return answer(
+  return verdict(
     "tool_missing",
     "The peer's catalogue has no such tool",
     { cached_catalogue: "absent" },
-    [`Inspect mcp.list_tools(${JSON.stringify(server)})`],
+    [`Inspect ${list}`],
     true,
   );
 }

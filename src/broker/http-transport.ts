@@ -3,6 +3,7 @@
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ReplError } from "../errors.ts";
 import { BROKER_HTTP_BODY_MAX_BYTES } from "../limits.ts";
+import { sizeText } from "../text/size.ts";
 import type { HttpEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
 
@@ -22,7 +23,12 @@ function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableS
           }
         } else count += chunk.length;
         if (count > BROKER_HTTP_BODY_MAX_BYTES) {
-          controller.error(new ReplError("LIMIT_EXCEEDED", "MCP HTTP response exceeds 1 MiB"));
+          controller.error(
+            new ReplError(
+              "LIMIT_EXCEEDED",
+              `MCP HTTP response exceeds ${sizeText(BROKER_HTTP_BODY_MAX_BYTES)}`,
+            ),
+          );
           return;
         }
         controller.enqueue(chunk);

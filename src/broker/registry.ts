@@ -6,6 +6,7 @@ import { dirname, join, resolve } from "node:path";
 import * as v from "valibot";
 import { codeOf, describe, type ErrorCodeName, ReplError } from "../errors.ts";
 import { REGISTRY_FILE_MAX_BYTES } from "../limits.ts";
+import { sizeText } from "../text/size.ts";
 import { configError, isSelf, RawEntry, resolveEntry, type ServerEntry } from "./config.ts";
 
 export type Scope = "project" | "user" | "local";
@@ -57,7 +58,9 @@ const ClaudeJson = v.object({
   projects: v.optional(v.record(v.string(), v.object({ mcpServers: Servers }))),
 });
 
-/** Reads a registry file: a regular file of at most 1 MiB, opened without blocking on FIFOs. */
+const TOO_LARGE = `MCP registry exceeds ${sizeText(REGISTRY_FILE_MAX_BYTES)}`;
+
+/** Reads a registry file: a regular file within its size limit, opened without blocking on FIFOs. */
 function readRegistryFile(path: string): string | undefined {
   let fd: number;
   try {
@@ -70,10 +73,10 @@ function readRegistryFile(path: string): string | undefined {
     const stat = fstatSync(fd);
     if (!stat.isFile())
       throw configError("MCP registry must be a regular file; FIFOs and devices are unsupported");
-    if (stat.size > REGISTRY_FILE_MAX_BYTES) throw configError("MCP registry exceeds 1 MiB");
+    if (stat.size > REGISTRY_FILE_MAX_BYTES) throw configError(TOO_LARGE);
     const buffer = Buffer.alloc(stat.size + 1);
     const read = readSync(fd, buffer, 0, buffer.length, 0);
-    if (read > REGISTRY_FILE_MAX_BYTES) throw configError("MCP registry exceeds 1 MiB");
+    if (read > REGISTRY_FILE_MAX_BYTES) throw configError(TOO_LARGE);
     return buffer.subarray(0, read).toString("utf8");
   } finally {
     closeSync(fd);

@@ -1,6 +1,6 @@
 // Every public flag, described once: the parser, `--help` and the README table agree because they all
 // come from here. Serving and `doctor` share the flags that say where things are.
-import { HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS } from "../limits.ts";
+import { HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS, RSS_DEFAULT_MIB } from "../limits.ts";
 import { LOG_LEVELS } from "../log.ts";
 
 export interface Flag {
@@ -90,7 +90,7 @@ export const SERVE_FLAGS = {
   "max-memory-mib": {
     type: "string",
     description: "Worker RSS budget in MiB, sampled while a cell runs; 0 disables",
-    default: "2048",
+    default: String(RSS_DEFAULT_MIB),
     valueHint: "mib",
   },
   "log-level": {

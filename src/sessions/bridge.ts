@@ -5,7 +5,11 @@ import type { Broker } from "../broker/broker.ts";
 import { validServerName } from "../broker/config.ts";
 import type { Journal } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
-import { BROKER_CALL_TIMEOUT_DEFAULT_SECONDS, EXPLAIN_TOOL_MAX_CHARS } from "../limits.ts";
+import {
+  BROKER_CALL_TIMEOUT_DEFAULT_SECONDS,
+  BROKER_LIST_TIMEOUT_DEFAULT_SECONDS,
+  EXPLAIN_TOOL_MAX_CHARS,
+} from "../limits.ts";
 import type { Bridge } from "../worker/rpc.ts";
 import type { SessionArtifacts } from "./artifacts.ts";
 
@@ -19,7 +23,7 @@ const Ops = {
     arguments: v.optional(v.unknown(), {}),
     timeout: Timeout,
   }),
-  tools: v.object({ server: Server, timeout: v.optional(v.number(), 30) }),
+  tools: v.object({ server: Server, timeout: v.optional(v.number(), BROKER_LIST_TIMEOUT_DEFAULT_SECONDS) }),
   explain: v.object({
     server: Server,
     tool: v.optional(

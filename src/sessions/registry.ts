@@ -9,7 +9,13 @@ import { Broker } from "../broker/broker.ts";
 import { Journal } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
 import { ReplError } from "../errors.ts";
-import { SESSION_CLOSE_WAIT_MS, SESSION_NAME_MAX_BYTES, SESSION_OPENS_MAX, SESSIONS_MAX } from "../limits.ts";
+import {
+  SESSION_CLOSE_WAIT_MS,
+  SESSION_NAME_MAX_BYTES,
+  SESSION_OPENS_MAX,
+  SESSIONS_MAX,
+  SHUTDOWN_RUNS_WAIT_MS,
+} from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { probeInterpreter } from "./probe.ts";
@@ -90,7 +96,7 @@ export class Sessions {
   ): Promise<Session> {
     const nameBytes = utf8Bytes(name);
     if (nameBytes < 1 || nameBytes > SESSION_NAME_MAX_BYTES) {
-      throw new ReplError("LIMIT_EXCEEDED", "Session name must contain 1..128 bytes");
+      throw new ReplError("LIMIT_EXCEEDED", `Session name must contain 1..${SESSION_NAME_MAX_BYTES} bytes`);
     }
     if (this.opening >= SESSION_OPENS_MAX) {
       throw new ReplError(
@@ -153,7 +159,7 @@ export class Sessions {
     await Promise.all(
       this.list().map((session) => {
         session.markClosed();
-        return session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
+        return session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS);
       }),
     );
     await this.artifacts.close();

@@ -2,6 +2,8 @@
 // source of both the TypeScript type and the published output schema; it extends what the worker sends.
 import * as v from "valibot";
 import { ErrorCodeName } from "../errors.ts";
+import { CODE_MAX_BYTES, TIMEOUT_MAX_SECONDS, TIMEOUT_MIN_SECONDS } from "../limits.ts";
+import { sizeText } from "../text/size.ts";
 import { WorkerResult } from "./frames.ts";
 
 const { interrupted: _interrupted, fatal: _fatal, error_code: _code, ...fromWorker } = WorkerResult.entries;
@@ -28,7 +30,10 @@ export interface Failure {
 }
 
 export const Failures = {
-  limits: { code: "LIMIT_EXCEEDED", message: "Code limit is 256 KiB; timeout must be 0.01..3600 seconds" },
+  limits: {
+    code: "LIMIT_EXCEEDED",
+    message: `Code limit is ${sizeText(CODE_MAX_BYTES)}; timeout must be ${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS} seconds`,
+  },
   busy: { code: "SESSION_BUSY", message: "A cell is already running; inspect python_run or cancel it" },
   closed: { code: "SESSION_CLOSED", message: "Session is closed" },
   staleGeneration: {

@@ -21,7 +21,7 @@ export const Timeout = v.optional(
     v.number(),
     v.minValue(TIMEOUT_MIN_SECONDS),
     v.maxValue(TIMEOUT_MAX_SECONDS),
-    v.description("Seconds before the run is interrupted (0.01..3600)"),
+    v.description(`Seconds before the run is interrupted (${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS})`),
   ),
   TIMEOUT_DEFAULT_SECONDS,
 );

@@ -2,7 +2,15 @@
 import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import * as v from "valibot";
-import { ARGV_MAX_BYTES, ARGV_MAX_ITEMS } from "../../limits.ts";
+import {
+  ARGV_MAX_BYTES,
+  ARGV_MAX_ITEMS,
+  CODE_MAX_BYTES,
+  TIMEOUT_DEFAULT_SECONDS,
+  TIMEOUT_MAX_SECONDS,
+  TIMEOUT_MIN_SECONDS,
+} from "../../limits.ts";
+import { sizeText } from "../../text/size.ts";
 import { utf8Bytes } from "../../text/utf8.ts";
 import { ExecutionResult, type Failure } from "../../worker/result.ts";
 import { CellInput, ExpectedGeneration, SessionId, Timeout } from "./common.ts";
@@ -26,7 +34,8 @@ export const executePython = defineTool({
     "imports and the asyncio loop survive between calls; top-level await works; the trailing expression's " +
     "value is returned as a safe preview that never calls your __repr__ (a value too large for it comes " +
     "back as an artifact reference: use artifact_read). Cells have mcp.call()/mcp.acall(), artifact() " +
-    "for tools of MCP servers the user granted, sh() for shell commands, and checkpoint()/restore(). timeout is 0.01..3600 s (default 120); code is at most 256 KiB. reset=true " +
+    "for tools of MCP servers the user granted, sh() for shell commands, and checkpoint()/restore(). " +
+    `timeout is ${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS} s (default ${TIMEOUT_DEFAULT_SECONDS}); code is at most ${sizeText(CODE_MAX_BYTES)}. reset=true ` +
     "restarts the worker, clearing variables, cwd and environment changes. For long work use python_start. " +
     "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
   input: CellInput,
@@ -67,7 +76,10 @@ function planFile(args: v.InferOutput<typeof FileInput>, ctx: ServerContext): Ru
   const task = { kind: "file" as const, path, argv: args.argv, mode: args.mode };
   const refuse = (failure: Failure) => ({ session, refusal: session.supervisor.refusal(task, failure) });
   if (args.argv.reduce((bytes, arg) => bytes + utf8Bytes(arg), 0) > ARGV_MAX_BYTES) {
-    return refuse({ code: "LIMIT_EXCEEDED", message: "argv is limited to 128 strings and 32 KiB in all" });
+    return refuse({
+      code: "LIMIT_EXCEEDED",
+      message: `argv is limited to ${ARGV_MAX_ITEMS} strings and ${sizeText(ARGV_MAX_BYTES)} in all`,
+    });
   }
   if (!isRegularFile(path)) {
     return refuse({
