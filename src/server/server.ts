@@ -2,6 +2,7 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import {
   CancelTaskRequestSchema,
+  ErrorCode,
   GetTaskPayloadRequestSchema,
   GetTaskRequestSchema,
   type JSONRPCRequest,
@@ -49,7 +50,7 @@ const CAPABILITIES = {
 };
 
 class MethodNotFound extends Error {
-  readonly code = -32601;
+  readonly code = ErrorCode.MethodNotFound;
   constructor() {
     super("Method not found");
   }

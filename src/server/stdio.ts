@@ -2,16 +2,17 @@
 // parsing. A bad line (too long, not UTF-8, not JSON, not JSON-RPC) is dropped whole and answered with a
 // JSON-RPC error whose id is null (contract §1.0): one bad line must never cost the sessions their state.
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
 import { MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
 import { log } from "../log.ts";
+import { sizeText } from "../text/size.ts";
 import { OVERSIZED, SkippingLineSplitter } from "../wire/lines.ts";
 
 const encoder = new TextEncoder();
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
-const PARSE_ERROR = -32700;
-const INVALID_REQUEST = -32600;
+const PARSE_ERROR = ErrorCode.ParseError;
+const INVALID_REQUEST = ErrorCode.InvalidRequest;
 
 type LineVerdict = { message: JSONRPCMessage } | { code: number; reason: string };
 
@@ -69,7 +70,10 @@ export class StdioTransport implements Transport {
       const error = {
         jsonrpc: "2.0" as const,
         id: message.id,
-        error: { code: -32603, message: "Response exceeds the 1 MiB message limit" },
+        error: {
+          code: ErrorCode.InternalError,
+          message: `Response exceeds the ${sizeText(MCP_MESSAGE_MAX_BYTES)} message limit`,
+        },
       };
       bytes = encoder.encode(`${JSON.stringify(error)}\n`);
     }
