@@ -16,45 +16,62 @@ const OAuth = v.strictObject({
   scopes: v.optional(v.array(v.string())),
 });
 
-export const RawEntry = v.strictObject({
-  type: v.optional(v.string()),
-  command: v.optional(v.string()),
-  args: v.optional(v.array(v.string())),
-  env: v.optional(v.record(v.string(), v.string())),
-  cwd: v.optional(v.string()),
-  url: v.optional(v.string()),
-  headers: v.optional(v.record(v.string(), v.string())),
+/** Fields every entry may have, whatever its transport. */
+const Policy = {
   disabled: v.optional(v.boolean()),
   brokerAllowed: v.optional(v.boolean()),
   allowedTools: v.optional(v.array(NonEmpty)),
+};
+
+const StdioFields = {
+  command: v.string(),
+  args: v.optional(v.array(v.string())),
+  env: v.optional(v.record(v.string(), v.string())),
+  cwd: v.optional(v.string()),
+};
+const HttpFields = {
+  url: v.string(),
+  headers: v.optional(v.record(v.string(), v.string())),
   oauth: v.optional(OAuth),
-});
+};
+
+/**
+ * An entry as written. `type` may be omitted (a command means stdio, else http); the variant then
+ * rejects fields of the other transport as unknown, which is most of the cross-field checking.
+ */
+export const RawEntry = v.variant("type", [
+  v.strictObject({ type: v.literal("stdio"), ...StdioFields, ...Policy }),
+  v.strictObject({ type: v.picklist(["http", "streamable-http"]), ...HttpFields, ...Policy }),
+]);
 export type RawEntry = v.InferOutput<typeof RawEntry>;
 
-export interface StdioEntry {
-  type: "stdio";
-  command: string;
-  args: string[];
-  env: Record<string, string>;
+const StdioTransport = v.object({
+  type: v.literal("stdio"),
+  command: v.string(),
+  args: v.array(v.string()),
+  env: v.record(v.string(), v.string()),
   /** Absolute; defaults to the registry file's directory. */
-  cwd: string;
-}
+  cwd: v.string(),
+});
+export type StdioEntry = v.InferOutput<typeof StdioTransport>;
 
-export interface HttpEntry {
-  type: "http";
-  url: string;
-  headers: Record<string, string>;
-  oauth?: v.InferOutput<typeof OAuth>;
-}
+const HttpTransport = v.object({
+  type: v.literal("http"),
+  url: v.string(),
+  headers: v.record(v.string(), v.string()),
+  oauth: v.optional(OAuth),
+});
+export type HttpEntry = v.InferOutput<typeof HttpTransport>;
 
-/** What a server entry resolves to; `policy` does not affect the transport, so aliases share one. */
-export interface ServerEntry {
-  name: string;
-  transport: StdioEntry | HttpEntry;
-  allowedTools: string[] | undefined;
+/** What a server entry resolves to; the policy does not affect the transport, so aliases share one. */
+export const ServerEntry = v.object({
+  name: v.string(),
+  transport: v.variant("type", [StdioTransport, HttpTransport]),
+  allowedTools: v.optional(v.array(v.string())),
   /** The source it came from, for explain/health. */
-  scope: "project" | "user" | "local" | "config";
-}
+  scope: v.picklist(["project", "user", "local", "config"]),
+});
+export type ServerEntry = v.InferOutput<typeof ServerEntry>;
 
 export function configError(message: string, code: ErrorCodeName = "CONFIG_INVALID"): ReplError {
   return new ReplError(code, message);
@@ -101,46 +118,58 @@ const RESERVED_HEADERS = new Set([
   "mcp-protocol-version",
 ]);
 
-/** Validates a parsed entry and resolves it; `base` is the directory relative paths resolve against. */
+type Fail = (what: string, code?: ErrorCodeName) => ReplError;
+
+/** Checks an entry's shape; the message names the field at fault, never its value. */
+export function parseEntry(name: string, raw: unknown): RawEntry {
+  if (!validServerName(name))
+    throw configError("MCP server names must be 1..200 bytes without control characters");
+  const fail: Fail = (what, code) => configError(`MCP server "${name}": ${what}`, code);
+  if (!raw || typeof raw !== "object" || Array.isArray(raw)) throw fail('invalid value for "entry"');
+  const written = raw as Record<string, unknown>;
+  const type = written.type ?? (written.command !== undefined ? "stdio" : "http");
+  const parsed = v.safeParse(RawEntry, { ...written, type });
+  if (parsed.success) return parsed.output;
+  const issue = parsed.issues[0];
+  const field = issue.path?.map((item) => String(item.key)).join(".") ?? "entry";
+  if (issue.type === "variant") throw fail("unsupported transport; use stdio or streamable-http");
+  if (issue.type === "strict_object" && issue.input !== undefined) {
+    const other = type === "stdio" ? HttpFields : StdioFields;
+    if (field in other) {
+      throw fail(
+        type === "stdio"
+          ? "stdio entries cannot have url, headers or oauth"
+          : "http entries cannot have command, args, env or cwd",
+      );
+    }
+    throw fail(`unknown field "${field}"`);
+  }
+  if (field === "command") throw fail("stdio entries need a non-empty command");
+  if (field === "url") throw fail("http entries need a url");
+  throw fail(`invalid value for "${field}"`);
+}
+
+/** Resolves a parsed entry; `base` is the directory relative paths resolve against. */
 export function resolveEntry(
   name: string,
-  raw: unknown,
+  entry: RawEntry,
   scope: ServerEntry["scope"],
   base: string,
   env: NodeJS.ProcessEnv,
   resolvePath: (base: string, path: string) => string,
   isDirectory: (path: string) => boolean,
 ): ServerEntry {
-  const fail = (what: string, code?: ErrorCodeName) => configError(`MCP server "${name}": ${what}`, code);
-  if (!validServerName(name))
-    throw configError("MCP server names must be 1..200 bytes without control characters");
-  const parsed = v.safeParse(RawEntry, raw);
-  if (!parsed.success) {
-    const issue = parsed.issues[0];
-    const field = issue.path?.map((item) => String(item.key)).join(".") ?? "entry";
-    throw fail(
-      issue.type === "strict_object" && issue.input !== undefined
-        ? `unknown field "${field}"`
-        : `invalid value for "${field}"`,
-    );
-  }
-  const entry = parsed.output;
-  const type = entry.type ?? (entry.command !== undefined ? "stdio" : "http");
+  const fail: Fail = (what, code) => configError(`MCP server "${name}": ${what}`, code);
   const sub = (value: string) => substitute(value, env);
-
-  if (type === "stdio") {
-    if (entry.url !== undefined || entry.headers !== undefined || entry.oauth !== undefined) {
-      throw fail("stdio entries cannot have url, headers or oauth");
-    }
+  const policy = { name, scope, allowedTools: entry.allowedTools };
+  if (entry.type === "stdio") {
     if (!entry.command) throw fail("stdio entries need a non-empty command");
     const cwd = entry.cwd === undefined ? base : resolvePath(base, sub(entry.cwd));
     if (!isDirectory(cwd)) throw fail("cwd must be an existing directory");
     const envOut: Record<string, string> = {};
     for (const [key, value] of Object.entries(entry.env ?? {})) envOut[key] = sub(value);
     return {
-      name,
-      scope,
-      allowedTools: entry.allowedTools,
+      ...policy,
       transport: {
         type: "stdio",
         command: sub(entry.command),
@@ -150,58 +179,15 @@ export function resolveEntry(
       },
     };
   }
-  if (type !== "http" && type !== "streamable-http")
-    throw fail("unsupported transport; use stdio or streamable-http");
-  if (
-    entry.command !== undefined ||
-    entry.args !== undefined ||
-    entry.env !== undefined ||
-    entry.cwd !== undefined
-  ) {
-    throw fail("http entries cannot have command, args, env or cwd");
-  }
   if (!entry.url) throw fail("http entries need a url");
-  let url: URL;
-  try {
-    url = new URL(sub(entry.url));
-  } catch (error) {
-    if (error instanceof Error && error.name === "ReplError") throw error;
-    throw fail("url is not a valid URL");
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw fail("url must use http or https");
-  if (!url.hostname) throw fail("url needs a host");
-  if (url.username || url.password) throw fail("url must not embed a user or password");
-  const headers: Record<string, string> = {};
-  for (const [key, value] of Object.entries(entry.headers ?? {})) {
-    if (!HEADER_NAME.test(key)) throw fail("a header name is not valid HTTP");
-    if (RESERVED_HEADERS.has(key.toLowerCase())) throw fail(`header "${key}" is managed by the transport`);
-    const resolved = sub(value);
-    if (!HEADER_VALUE.test(resolved)) throw fail("a header value is not valid HTTP");
-    if (key.toLowerCase() === "authorization" && /^\s*(bearer)?\s*$/i.test(resolved)) {
-      throw fail("empty authorization header; configure credentials explicitly", "CREDENTIALS_MISSING");
-    }
-    headers[key] = resolved;
-  }
+  const headers = resolveHeaders(entry.headers ?? {}, sub, fail);
   const oauth = entry.oauth;
-  if (oauth) {
-    if (Object.keys(headers).some((key) => key.toLowerCase() === "authorization")) {
-      throw fail("oauth conflicts with an Authorization header");
-    }
-    const grant = oauth.grantType ?? "authorization_code";
-    if (grant === "authorization_code" && !oauth.credentialFile) {
-      throw fail("oauth authorization_code needs credentialFile");
-    }
-    if (grant === "client_credentials" && !(oauth.clientId && oauth.clientSecret)) {
-      throw fail("oauth client_credentials needs clientId and clientSecret", "CREDENTIALS_MISSING");
-    }
-  }
+  if (oauth) checkOAuth(oauth, headers, fail);
   return {
-    name,
-    scope,
-    allowedTools: entry.allowedTools,
+    ...policy,
     transport: {
       type: "http",
-      url: url.toString(),
+      url: resolveUrl(entry.url, sub, fail),
       headers,
       ...(oauth
         ? {
@@ -218,8 +204,55 @@ export function resolveEntry(
   };
 }
 
+function resolveUrl(written: string, sub: (value: string) => string, fail: Fail): string {
+  let url: URL;
+  try {
+    url = new URL(sub(written));
+  } catch (error) {
+    if (error instanceof ReplError) throw error;
+    throw fail("url is not a valid URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw fail("url must use http or https");
+  if (!url.hostname) throw fail("url needs a host");
+  if (url.username || url.password) throw fail("url must not embed a user or password");
+  return url.toString();
+}
+
+function resolveHeaders(
+  written: Record<string, string>,
+  sub: (value: string) => string,
+  fail: Fail,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(written)) {
+    if (!HEADER_NAME.test(key)) throw fail("a header name is not valid HTTP");
+    if (RESERVED_HEADERS.has(key.toLowerCase())) throw fail(`header "${key}" is managed by the transport`);
+    const resolved = sub(value);
+    if (!HEADER_VALUE.test(resolved)) throw fail("a header value is not valid HTTP");
+    if (key.toLowerCase() === "authorization" && /^\s*(bearer)?\s*$/i.test(resolved)) {
+      throw fail("empty authorization header; configure credentials explicitly", "CREDENTIALS_MISSING");
+    }
+    headers[key] = resolved;
+  }
+  return headers;
+}
+
+function checkOAuth(oauth: v.InferOutput<typeof OAuth>, headers: Record<string, string>, fail: Fail): void {
+  if (Object.keys(headers).some((key) => key.toLowerCase() === "authorization")) {
+    throw fail("oauth conflicts with an Authorization header");
+  }
+  const grant = oauth.grantType ?? "authorization_code";
+  if (grant === "authorization_code" && !oauth.credentialFile) {
+    throw fail("oauth authorization_code needs credentialFile");
+  }
+  if (grant === "client_credentials" && !(oauth.clientId && oauth.clientSecret)) {
+    throw fail("oauth client_credentials needs clientId and clientSecret", "CREDENTIALS_MISSING");
+  }
+}
+
 /** A name that is really this server (a recursive broker); such entries are skipped. */
 export function isSelf(raw: RawEntry): boolean {
+  if (raw.type !== "stdio") return false;
   const command = raw.command;
   if (!command) return false;
   const base = command.split("/").pop() ?? "";

@@ -7,7 +7,7 @@ import * as v from "valibot";
 import { codeOf, describe, type ErrorCodeName, ReplError } from "../errors.ts";
 import { REGISTRY_FILE_MAX_BYTES } from "../limits.ts";
 import { sizeText } from "../text/size.ts";
-import { configError, isSelf, RawEntry, resolveEntry, type ServerEntry } from "./config.ts";
+import { configError, isSelf, parseEntry, resolveEntry, type ServerEntry } from "./config.ts";
 
 export type Scope = "project" | "user" | "local";
 export type ExclusionReason = "disabled" | "not_granted" | "self";
@@ -116,66 +116,9 @@ export function loadRegistry(options: RegistryOptions): Registry {
   };
   if (registry.disabled) return registry;
   try {
-    const add = (name: string, raw: unknown, scope: ServerEntry["scope"], base: string, foreign: boolean) => {
-      const entry = raw as Record<string, unknown> | null;
-      if (entry && typeof entry === "object" && entry.disabled === true) {
-        registry.servers.delete(name);
-        registry.excluded.set(name, "disabled");
-        return;
-      }
-      // Another client's entries are not ours to use unless the entry itself grants it.
-      if (foreign && !(entry && typeof entry === "object" && entry.brokerAllowed === true)) {
-        registry.servers.delete(name);
-        registry.excluded.set(name, "not_granted");
-        return;
-      }
-      const parsed = v.safeParse(RawEntry, raw);
-      if (parsed.success && isSelf(parsed.output)) {
-        registry.excluded.set(name, "self");
-        return;
-      }
-      registry.servers.set(name, resolveEntry(name, raw, scope, base, options.env, resolve, isDirectory));
-      registry.excluded.delete(name);
-    };
-
-    if (options.scopes.has("user") || options.scopes.has("local")) {
-      const home = options.env.HOME;
-      if (!home) throw configError("HOME must be set to read user or local MCP scopes");
-      const text = readRegistryFile(join(home, ".claude.json"));
-      if (text !== undefined) {
-        registry.found = true;
-        const document = v.safeParse(ClaudeJson, parseJson(text));
-        if (!document.success)
-          throw configError("~/.claude.json has an unexpected shape; values are omitted");
-        if (options.scopes.has("user")) {
-          for (const [name, raw] of Object.entries(document.output.mcpServers ?? {})) {
-            add(name, raw, "user", options.project, true);
-          }
-        }
-        if (options.scopes.has("local")) {
-          const local = document.output.projects?.[options.project]?.mcpServers ?? {};
-          for (const [name, raw] of Object.entries(local)) add(name, raw, "local", options.project, true);
-        }
-      }
-    }
-
-    if (options.scopes.has("project")) {
-      const path = options.configPath ?? join(options.project, ".mcp.json");
-      const text = readRegistryFile(path);
-      if (text === undefined && explicit) {
-        throw configError("Cannot read MCP registry file; check --config and file permissions");
-      }
-      if (text !== undefined) {
-        registry.found = true;
-        const document = v.safeParse(DocumentWithServers, parseJson(text));
-        if (!document.success) {
-          throw configError("Project MCP registry requires mcpServers; check the registry format");
-        }
-        for (const [name, raw] of Object.entries(document.output.mcpServers)) {
-          add(name, raw, explicit ? "config" : "project", dirname(path), false);
-        }
-      }
-    }
+    // Later sources override earlier ones by name: user, then local, then the project (or --config).
+    if (options.scopes.has("user") || options.scopes.has("local")) readClaudeJson(registry, options);
+    if (options.scopes.has("project")) readProjectRegistry(registry, options);
   } catch (error) {
     registry.servers.clear();
     registry.error =
@@ -183,4 +126,79 @@ export function loadRegistry(options: RegistryOptions): Registry {
     registry.errorCode = error instanceof ReplError ? codeOf(error) : "CONFIG_INVALID";
   }
   return registry;
+}
+
+/** The user and local scopes of ~/.claude.json: another client's file, so only granted entries count. */
+function readClaudeJson(registry: Registry, options: RegistryOptions): void {
+  const home = options.env.HOME;
+  if (!home) throw configError("HOME must be set to read user or local MCP scopes");
+  const text = readRegistryFile(join(home, ".claude.json"));
+  if (text === undefined) return;
+  registry.found = true;
+  const document = v.safeParse(ClaudeJson, parseJson(text));
+  if (!document.success) throw configError("~/.claude.json has an unexpected shape; values are omitted");
+  if (options.scopes.has("user")) {
+    for (const [name, raw] of Object.entries(document.output.mcpServers ?? {})) {
+      addEntry(registry, options, { name, raw, scope: "user", base: options.project, foreign: true });
+    }
+  }
+  if (options.scopes.has("local")) {
+    const local = document.output.projects?.[options.project]?.mcpServers ?? {};
+    for (const [name, raw] of Object.entries(local)) {
+      addEntry(registry, options, { name, raw, scope: "local", base: options.project, foreign: true });
+    }
+  }
+}
+
+/** The project's .mcp.json, or the explicit --config file (which must exist). */
+function readProjectRegistry(registry: Registry, options: RegistryOptions): void {
+  const explicit = options.configPath !== undefined;
+  const path = options.configPath ?? join(options.project, ".mcp.json");
+  const text = readRegistryFile(path);
+  if (text === undefined && explicit) {
+    throw configError("Cannot read MCP registry file; check --config and file permissions");
+  }
+  if (text === undefined) return;
+  registry.found = true;
+  const document = v.safeParse(DocumentWithServers, parseJson(text));
+  if (!document.success) {
+    throw configError("Project MCP registry requires mcpServers; check the registry format");
+  }
+  const scope = explicit ? "config" : "project";
+  for (const [name, raw] of Object.entries(document.output.mcpServers)) {
+    addEntry(registry, options, { name, raw, scope, base: dirname(path), foreign: false });
+  }
+}
+
+interface Written {
+  name: string;
+  raw: unknown;
+  scope: ServerEntry["scope"];
+  /** The directory relative paths in the entry resolve against. */
+  base: string;
+  /** From another client's file: usable only with brokerAllowed: true. */
+  foreign: boolean;
+}
+
+/** Adds (or excludes) one entry; each entry is parsed once. */
+function addEntry(
+  registry: Registry,
+  options: RegistryOptions,
+  { name, raw, scope, base, foreign }: Written,
+) {
+  const flags = raw && typeof raw === "object" ? (raw as Record<string, unknown>) : {};
+  const exclude = (reason: ExclusionReason) => {
+    registry.servers.delete(name);
+    registry.excluded.set(name, reason);
+  };
+  if (flags.disabled === true) return exclude("disabled");
+  // Another client's entries are not ours to use unless the entry itself grants it.
+  if (foreign && flags.brokerAllowed !== true) return exclude("not_granted");
+  const entry = parseEntry(name, raw);
+  if (isSelf(entry)) {
+    registry.excluded.set(name, "self");
+    return;
+  }
+  registry.servers.set(name, resolveEntry(name, entry, scope, base, options.env, resolve, isDirectory));
+  registry.excluded.delete(name);
 }

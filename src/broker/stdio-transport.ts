@@ -2,6 +2,7 @@
 // process group, dies with the server, and can never send us a line over 1 MiB.
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import { childEnv } from "../guardian/env.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import { BROKER_PEER_CLOSE_GRACE_MS, BROKER_PEER_LINE_MAX_BYTES } from "../limits.ts";
 import { sizeText } from "../text/size.ts";
@@ -18,11 +19,13 @@ export class GuardedStdioTransport implements Transport {
   constructor(private readonly entry: StdioEntry) {}
 
   async start(): Promise<void> {
-    const env: Record<string, string> = {};
-    for (const [key, value] of Object.entries(process.env)) if (value !== undefined) env[key] = value;
-    Object.assign(env, this.entry.env, { REPL_MCP_NO_BRIDGE: "1" });
     const peer = new GuardedProcess(
-      { program: this.entry.command, args: this.entry.args, env, cwd: this.entry.cwd },
+      {
+        program: this.entry.command,
+        args: this.entry.args,
+        env: childEnv(this.entry.env),
+        cwd: this.entry.cwd,
+      },
       { stderr: "ignore" },
     );
     this.peer = peer;

@@ -2,9 +2,9 @@
 // this project would use instead (its .venv), since a broken .venv fails those sessions.
 import type { Placement } from "../cli/command.ts";
 import { describe } from "../errors.ts";
+import { childEnv } from "../guardian/env.ts";
 import { selectDefaultInterpreter, selectSessionInterpreter } from "../sessions/interpreter.ts";
 import { probeInterpreter } from "../sessions/probe.ts";
-import { workerEnv } from "../sessions/session.ts";
 import { type Finding, ok, problem, type Section } from "./report.ts";
 
 const WHY = {
@@ -18,7 +18,7 @@ const VENV_FIX = "Repair it (python3 -m venv --clear .venv) or remove it";
 
 async function probe(path: string, project: string) {
   try {
-    const result = await probeInterpreter(path, project, workerEnv(), undefined);
+    const result = await probeInterpreter(path, project, childEnv(), undefined);
     return { version: result.version, executable: result.executable, error: null };
   } catch (error) {
     return { version: null, executable: null, error: describe(error) };

@@ -9,12 +9,3 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
     return false;
   }
 }
-
-export function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}

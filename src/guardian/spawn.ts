@@ -3,6 +3,7 @@
 import { closeSync, writeSync } from "node:fs";
 import type { FileSink } from "bun";
 import * as v from "valibot";
+import { isCompiled } from "../binary.ts";
 import { FRAME_MAX_BYTES, GUARDIAN_CONTROL_WRITE_TIMEOUT_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
@@ -13,8 +14,7 @@ import { GuardianEvent, type SpawnSpec } from "./protocol.ts";
 
 function guardianCommand(): string[] {
   // A compiled binary runs its embedded entry from a virtual path; from a checkout, bun needs the script.
-  const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN");
-  const self = compiled
+  const self = isCompiled()
     ? [process.execPath]
     : [process.execPath, new URL("../main.ts", import.meta.url).pathname];
   return [...self, GUARDIAN_FLAG, "0"];

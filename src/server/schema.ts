@@ -1,8 +1,9 @@
 // Tool schemas are valibot schemas; this module turns them into the published JSON Schemas and turns
-// input validation failures into the protocol error the contract names.
+// input validation failures into the protocol error the contract names (or, for a byte limit, into a
+// LIMIT_EXCEEDED tool result).
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
-import { ProtocolError } from "../errors.ts";
+import { ProtocolError, ReplError } from "../errors.ts";
 
 export type JsonSchema = { type: "object"; [key: string]: unknown };
 
@@ -43,6 +44,9 @@ export function parseArguments<S extends v.GenericSchema>(schema: S, input: unkn
   const issue = result.issues[0];
   const key = issue.path?.length === 1 ? String(issue.path[0]?.key) : undefined;
   const value = issue.input;
+  // A string within its length in characters but over its size in bytes is a limit the agent can act
+  // on (a shorter value), not malformed input: it is a tool result with the schema's own message.
+  if (issue.type === "max_bytes") throw new ReplError("LIMIT_EXCEEDED", issue.message);
   if (key && INTEGRAL_FIELDS.has(key) && typeof value === "number" && issue.type !== "strict_object") {
     throw new ProtocolError(`${key} must be a nonnegative integral u64`);
   }

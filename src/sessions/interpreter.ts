@@ -2,6 +2,7 @@
 // else a python beside the binary (an install that ships its own environment), else python3 on PATH.
 import { accessSync, constants, lstatSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";
+import { isCompiled } from "../binary.ts";
 import { ReplError } from "../errors.ts";
 
 export type InterpreterSource = "explicit" | "beside_binary" | "path";
@@ -25,8 +26,14 @@ function isExecutableFile(path: string): boolean {
 }
 
 function compiledBinaryDir(): string | undefined {
-  const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN");
-  return compiled ? dirname(process.execPath) : undefined;
+  return isCompiled() ? dirname(process.execPath) : undefined;
+}
+
+/** Where a requested interpreter is: an absolute path, a path relative to `base`, or a name on PATH. */
+function locate(requested: string, base: string): string | undefined {
+  if (isAbsolute(requested)) return requested;
+  if (requested.includes("/")) return resolve(base, requested);
+  return Bun.which(requested) ?? undefined;
 }
 
 /** Never throws: a missing interpreter is reported when Python is needed, not at startup. */
@@ -44,10 +51,7 @@ export function selectDefaultInterpreter(requested: string | undefined, launchDi
 
 function select(requested: string | undefined, launchDir: string): Interpreter {
   if (requested) {
-    let path: string | undefined;
-    if (isAbsolute(requested)) path = requested;
-    else if (requested.includes("/")) path = resolve(launchDir, requested);
-    else path = Bun.which(requested) ?? undefined;
+    const path = locate(requested, launchDir);
     if (!path) {
       throw new ReplError(
         "PYTHON_NOT_FOUND",
@@ -92,15 +96,8 @@ export function selectSessionInterpreter(
   serverDefault: Interpreter,
 ): { path: string; source: EnvironmentSource } {
   if (requested !== undefined) {
-    let path: string;
-    if (isAbsolute(requested)) path = requested;
-    else if (requested.includes("/")) path = resolve(project, requested);
-    else {
-      const found = Bun.which(requested);
-      if (!found)
-        throw new ReplError("PYTHON_NOT_FOUND", "Requested Python executable was not found on PATH");
-      path = found;
-    }
+    const path = locate(requested, project);
+    if (!path) throw new ReplError("PYTHON_NOT_FOUND", "Requested Python executable was not found on PATH");
     requireExecutable(path);
     return { path, source: "explicit" };
   }

@@ -9,17 +9,11 @@ import { Broker } from "../broker/broker.ts";
 import { Journal } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
 import { ReplError } from "../errors.ts";
-import {
-  SESSION_CLOSE_WAIT_MS,
-  SESSION_NAME_MAX_BYTES,
-  SESSION_OPENS_MAX,
-  SESSIONS_MAX,
-  SHUTDOWN_RUNS_WAIT_MS,
-} from "../limits.ts";
-import { utf8Bytes } from "../text/utf8.ts";
+import { childEnv } from "../guardian/env.ts";
+import { SESSION_CLOSE_WAIT_MS, SESSION_OPENS_MAX, SESSIONS_MAX, SHUTDOWN_RUNS_WAIT_MS } from "../limits.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { probeInterpreter } from "./probe.ts";
-import { Session, workerEnv } from "./session.ts";
+import { Session } from "./session.ts";
 
 export const SESSION_NOT_FOUND = "Session not found or closed; open a new session";
 export const SESSION_GONE = "Session not found or already closed";
@@ -75,10 +69,6 @@ export class Sessions {
     return session;
   }
 
-  get serverDefault(): Interpreter {
-    return this.options.interpreter;
-  }
-
   get(sessionId: string): Session | undefined {
     return this.byId.get(sessionId);
   }
@@ -94,10 +84,6 @@ export class Sessions {
     python: string | undefined,
     signal?: AbortSignal,
   ): Promise<Session> {
-    const nameBytes = utf8Bytes(name);
-    if (nameBytes < 1 || nameBytes > SESSION_NAME_MAX_BYTES) {
-      throw new ReplError("LIMIT_EXCEEDED", `Session name must contain 1..${SESSION_NAME_MAX_BYTES} bytes`);
-    }
     if (this.opening >= SESSION_OPENS_MAX) {
       throw new ReplError(
         "SESSION_LIMIT",
@@ -111,7 +97,7 @@ export class Sessions {
     try {
       const project = canonicalProject(resolve(this.options.project, projectPath));
       const selected = selectSessionInterpreter(python, project, this.options.interpreter);
-      const probe = await probeInterpreter(selected.path, project, workerEnv(), signal);
+      const probe = await probeInterpreter(selected.path, project, childEnv(), signal);
       if (signal?.aborted) throw new ReplError("CANCELLED", "Session opening cancelled before publication");
       if (this.byId.size >= SESSIONS_MAX) {
         throw new ReplError(

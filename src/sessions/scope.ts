@@ -23,10 +23,6 @@ export class SessionScope {
     return this.pool.serverId;
   }
 
-  get serverDefault(): Interpreter {
-    return this.pool.serverDefault;
-  }
-
   get defaultBroker(): Broker {
     return this.pool.defaultBroker;
   }

@@ -4,6 +4,7 @@ import { randomUUID } from "node:crypto";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import type { Journal } from "../broker/journal.ts";
+import { childEnv } from "../guardian/env.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
 import { brokerBridge } from "./bridge.ts";
@@ -60,7 +61,7 @@ export class Session {
         python: options.python,
         problem: options.problem,
         cwd: options.project,
-        env: workerEnv(),
+        env: childEnv(),
       },
     });
   }
@@ -79,13 +80,4 @@ export class Session {
     if (this.supervisor.running) return "running";
     return this.supervisor.generation === 0 ? "lazy" : "stopped";
   }
-}
-
-/** Workers and probes get the server's environment, minus nothing, plus the no-recursion switch. */
-export function workerEnv(): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(process.env)) if (value !== undefined) out[key] = value;
-  // A repl-mcp started from inside a cell must not broker MCP calls through this one.
-  out.REPL_MCP_NO_BRIDGE = "1";
-  return out;
 }

@@ -88,6 +88,12 @@ test("session tools report their failures with codes", async () => {
     python: join(h.dir, "no-python"),
   });
   expect(python.error_code).toBe("PYTHON_NOT_FOUND");
+  // 70 characters but 140 bytes: within the schema's length, over the byte limit → a tool result.
+  const wide = await failure("python_session_open", { name: "é".repeat(70), project: h.project });
+  expect(wide).toMatchObject({
+    error: "Session name must contain 1..128 bytes",
+    error_code: "LIMIT_EXCEEDED",
+  });
   const server = (await h.health()).server;
   const closing = await failure("python_session_close", { session_id: server.session_id });
   expect(closing.error_code).toBe("DEFAULT_SESSION");

@@ -29,7 +29,13 @@ export const pythonSessionOpen = defineTool({
     "checked (CPython 3.10+) but the worker starts with the first run. Names are labels: opening the same " +
     "name twice gives two sessions. Pass the returned session_id to the other tools.",
   input: v.strictObject({
-    name: v.pipe(v.string(), v.minLength(1), v.maxLength(SESSION_NAME_MAX_BYTES), v.description("A label")),
+    name: v.pipe(
+      v.string(),
+      v.minLength(1),
+      v.maxLength(SESSION_NAME_MAX_BYTES),
+      v.maxBytes(SESSION_NAME_MAX_BYTES, `Session name must contain 1..${SESSION_NAME_MAX_BYTES} bytes`),
+      v.description("A label"),
+    ),
     project: v.pipe(
       v.string(),
       v.minLength(1),
