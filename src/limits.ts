@@ -7,7 +7,7 @@
 export const CODE_MAX_BYTES = 262_144;
 /** One worker frame, newline included, either direction: bounds the memory a line can take. */
 export const FRAME_MAX_BYTES = 1_048_576;
-/** One MCP message on our stdio, either direction (contract §1.0). */
+/** One MCP message on our stdio, either direction. */
 export const MCP_MESSAGE_MAX_BYTES = 1_048_576;
 /** One control line to a guardian: the spawn spec carries a whole environment. */
 export const GUARDIAN_SPEC_MAX_BYTES = 1_048_576;
@@ -160,7 +160,7 @@ export const JOURNAL_FILE_MAX_BYTES = 1_048_576;
 export const JOURNAL_TEXT_MAX_CHARS = 400;
 export const JOURNAL_PROJECT_MAX_CHARS = 4_096;
 
-// OAuth (contract §5.8 and §4).
+// OAuth for HTTP peers.
 /** A credential file holds one client registration and one token response; anything bigger is not ours. */
 export const OAUTH_CREDENTIAL_FILE_MAX_BYTES = 65_536;
 /** Metadata discovery and dynamic registration, each request. */
@@ -177,7 +177,7 @@ export const OAUTH_REFRESH_MARGIN_SECONDS = 60;
 /** Waiting for another process that is refreshing the same credential file. */
 export const OAUTH_REFRESH_LOCK_WAIT_MS = 30_000;
 
-// Artifacts (contract §4): whole values kept on the server so they never flood the agent's context.
+// Artifacts: whole values kept on the server so they never flood the agent's context.
 /** One artifact's content; larger values should be saved to disk by the cell itself. */
 export const ARTIFACT_MAX_BYTES = 16 * 1024 * 1024;
 /** The whole store, across sessions; the oldest artifacts are evicted when a new one would exceed it. */

@@ -1,5 +1,5 @@
-// One registry entry (contract §5.2) as the user wrote it, validated strictly, and ${VAR} substitution
-// (§5.3). Error messages name the server and the field, never a value: values may be secrets.
+// One registry entry as the user wrote it, validated strictly, and ${VAR} substitution (README
+// "The registry"). Error messages name the server and the field, never a value: values may be secrets.
 import * as v from "valibot";
 import { type ErrorCodeName, ReplError } from "../errors.ts";
 import { SERVER_NAME_MAX_BYTES } from "../limits.ts";

@@ -1,4 +1,4 @@
-// Turns a tool's structured value into the MCP CallToolResult (contract §1.1): one text block for
+// Turns a tool's structured value into the MCP CallToolResult (README "Errors"): one text block for
 // people, the structured value for programs, and isError derived from the value itself.
 import type { ArtifactReference } from "../artifacts/reference.ts";
 import { artifactUri } from "../artifacts/uri.ts";

@@ -1,5 +1,5 @@
 // Tool schemas are valibot schemas; this module turns them into the published JSON Schemas and turns
-// input validation failures into the protocol error the contract names (or, for a byte limit, into a
+// input validation failures into the protocol error README "Errors" describes (or, for a byte limit, into a
 // LIMIT_EXCEEDED tool result).
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";
@@ -17,7 +17,7 @@ export function jsonSchemaOf(schema: v.GenericSchema): JsonSchema {
 
 /**
  * A tool's published outputSchema. A top-level union (success | failure) is published as
- * `{"type":"object","oneOf":[...]}`, the form contract §1.4 names; its branches must exclude each other.
+ * `{"type":"object","oneOf":[...]}`, the form MCP clients validate against; its branches must exclude each other.
  */
 export function outputSchemaOf(schema: v.GenericSchema): JsonSchema {
   if (schema.type === "union" && "options" in schema && Array.isArray(schema.options)) {

@@ -20,7 +20,7 @@ import { serveResources } from "./resources.ts";
 import { StdioTransport } from "./stdio.ts";
 import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
-import type { RunPlan, ServerContext } from "./tools/tool.ts";
+import type { BoundCall, RunPlan, ServerContext } from "./tools/tool.ts";
 
 const INSTRUCTIONS =
   "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +
@@ -75,7 +75,7 @@ export function createServer(ctx: ServerContext): Server {
 
   // tools/call is served from the fallback handler on purpose: a handler registered for it would first
   // run the SDK's own request schema, which answers non-object arguments with -32603 and a schema dump.
-  // Here every argument failure is the contract's -32602 "Invalid arguments at <pointer>".
+  // Here every argument failure is the documented -32602 "Invalid arguments at <pointer>".
   server.fallbackRequestHandler = async (request: JSONRPCRequest, extra) => {
     if (request.method !== "tools/call") throw new MethodNotFound();
     const params = (request.params ?? {}) as {
@@ -85,7 +85,12 @@ export function createServer(ctx: ServerContext): Server {
     };
     const tool = TOOLS.find((candidate) => candidate.name === params.name);
     if (!tool) throw new ProtocolError("Unknown tool");
-    const bound = tool.bind(params.arguments);
+    let bound: BoundCall;
+    try {
+      bound = tool.bind(params.arguments);
+    } catch (error) {
+      return failure(tool.name, error);
+    }
     const token = extra._meta?.progressToken;
     const progress = progressForCall(token, (progress, message) => {
       const notification = { progressToken: token as ProgressToken, progress, message };
@@ -99,11 +104,7 @@ export function createServer(ctx: ServerContext): Server {
     try {
       return render(await bound.handle(ctx, { signal: extra.signal, onRun: progress.onRun }));
     } catch (error) {
-      if (error instanceof ProtocolError) throw error;
-      if (error instanceof ReplError) return render({ error: error.message, error_code: error.code });
-      // Anything else is a bug of ours: say so to the agent, and keep the stack for whoever fixes it.
-      log.error(`${tool.name} failed unexpectedly:`, error);
-      return render({ error: describe(error), error_code: "INTERNAL" });
+      return failure(tool.name, error);
     } finally {
       progress.stop();
     }
@@ -131,6 +132,15 @@ export async function serveStdio(ctx: ServerContext): Promise<void> {
   });
   await server.connect(transport);
   await closed;
+}
+
+/** A failed call: protocol errors stay JSON-RPC errors; everything else is an isError result with a code. */
+function failure(toolName: string, error: unknown) {
+  if (error instanceof ProtocolError) throw error;
+  if (error instanceof ReplError) return render({ error: error.message, error_code: error.code });
+  // Anything else is a bug of ours: say so to the agent, and keep the stack for whoever fixes it.
+  log.error(`${toolName} failed unexpectedly:`, error);
+  return render({ error: describe(error), error_code: "INTERNAL" });
 }
 
 /** Plans and starts a task; a failure while planning (other than a protocol error) is a failed task. */

@@ -1,6 +1,6 @@
 // The MCP stdio transport. Unlike the SDK's, it enforces the 1 MiB message limit on raw bytes before
 // parsing. A bad line (too long, not UTF-8, not JSON, not JSON-RPC) is dropped whole and answered with a
-// JSON-RPC error whose id is null (contract §1.0): one bad line must never cost the sessions their state.
+// JSON-RPC error whose id is null: one bad line must never cost the sessions their state.
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
 import { MCP_MESSAGE_MAX_BYTES } from "../limits.ts";

@@ -1,4 +1,4 @@
-// The execution result every execution tool returns (contract §1.2). The valibot schema is the single
+// The execution result every execution tool returns (README "execute_python"). The valibot schema is the single
 // source of both the TypeScript type and the published output schema; it extends what the worker sends.
 import * as v from "valibot";
 import { ErrorCodeName } from "../errors.ts";

@@ -260,9 +260,12 @@ export class Supervisor {
     stateReset: boolean,
   ): Promise<ExecutionResult> {
     let deliver!: (outcome: Outcome) => void;
-    let outcome = new Promise<Outcome>((resolve) => {
-      deliver = resolve;
-    });
+    // Frames and timers deliver to whichever wait is current; a cancel starts a second one.
+    const nextOutcome = () =>
+      new Promise<Outcome>((resolve) => {
+        deliver = resolve;
+      });
+    const outcome = nextOutcome();
     worker.stderr.reset();
     run.nativeStderr = () => worker.stderr.peek();
     const desk = new RpcDesk(worker, this.options.bridge);
@@ -283,40 +286,12 @@ export class Supervisor {
     try {
       run.status = "running";
       worker.send(this.frameFor(run, request.timeoutSeconds)).catch(() => worker.kill("broken"));
-      let first = await outcome;
+      const first = await outcome;
       if (first.kind === "cancelled") {
-        // Cancellation order: bridge calls and detached job groups first (they cannot see SIGINT), then
-        // SIGINT, then a grace.
-        const reason = run.cancelReason ?? Failures.cancelled;
-        outcome = new Promise<Outcome>((resolve) => {
-          deliver = resolve;
-        });
+        const second = nextOutcome();
+        // A close that raced the cancel reached the first wait; the second needs its own hook.
         unhooks.push(worker.onClose(() => deliver({ kind: "closed" })));
-        const grace = setTimeout(() => deliver({ kind: "grace" }), INTERRUPT_GRACE_MS);
-        desk.abortAll();
-        worker.killJobs();
-        // The frame queues behind this run's execute frame, so the worker learns of the cancel even if
-        // the SIGINT lands before the cell is armed to receive it.
-        worker.send({ type: "cancel", id: run.id }).catch(() => {});
-        worker.interrupt();
-        first = await outcome;
-        clearTimeout(grace);
-        if (first.kind === "grace") {
-          await worker.kill();
-          return await loss({
-            ...reason,
-            message: `${reason.message}; worker did not stop; variables cleared`,
-          });
-        }
-        if (first.kind === "closed")
-          return await loss({ ...reason, message: `${reason.message}; worker exited; variables cleared` });
-        if (first.kind === "result") {
-          const result = await this.fromWorker(run, worker, first.result, stateReset);
-          // The cell ran to its end before the cancel reached it: its effects happened, so the record
-          // says it succeeded rather than claiming a cancel that never took effect.
-          if (first.result.success && !first.result.interrupted) return result;
-          return { ...result, success: false, ...failed(reason) };
-        }
+        return await this.stopCancelled(worker, run, desk, stateReset, second, (next) => deliver(next));
       }
       if (first.kind === "rss") {
         await worker.kill();
@@ -333,6 +308,43 @@ export class Supervisor {
       worker.onFrame = () => {};
       this.options.onRunEnd?.(run.id);
     }
+  }
+
+  /**
+   * After a cancel: bridge calls and detached job groups first (they cannot see SIGINT), then SIGINT,
+   * then a grace; a worker that does not answer in time is killed.
+   */
+  private async stopCancelled(
+    worker: WorkerProcess,
+    run: ActiveRun,
+    desk: RpcDesk,
+    stateReset: boolean,
+    outcome: Promise<Outcome>,
+    deliver: (outcome: Outcome) => void,
+  ): Promise<ExecutionResult> {
+    const reason = run.cancelReason ?? Failures.cancelled;
+    const loss = (what: string) =>
+      this.afterLoss(run, worker, { ...reason, message: `${reason.message}; ${what}` }, stateReset);
+    const grace = setTimeout(() => deliver({ kind: "grace" }), INTERRUPT_GRACE_MS);
+    desk.abortAll();
+    worker.killJobs();
+    // The frame queues behind this run's execute frame, so the worker learns of the cancel even if
+    // the SIGINT lands before the cell is armed to receive it.
+    worker.send({ type: "cancel", id: run.id }).catch(() => {});
+    worker.interrupt();
+    const next = await outcome;
+    clearTimeout(grace);
+    if (next.kind === "result") {
+      const result = await this.fromWorker(run, worker, next.result, stateReset);
+      // The cell ran to its end before the cancel reached it: its effects happened, so the record
+      // says it succeeded rather than claiming a cancel that never took effect.
+      if (next.result.success && !next.result.interrupted) return result;
+      return { ...result, success: false, ...failed(reason) };
+    }
+    if (next.kind === "closed") return await loss("worker exited; variables cleared");
+    await worker.kill();
+    if (next.kind === "rss") return await this.afterLoss(run, worker, Failures.rss, stateReset);
+    return await loss("worker did not stop; variables cleared");
   }
 
   private async afterLoss(

@@ -44,7 +44,7 @@ export const CellInput = v.strictObject({
   timeout: Timeout,
 });
 
-/** The identity routed results carry (contract §1.1, identity stamping). */
+/** The identity routed results carry (stamped unless the value already has its own). */
 export const Identity = {
   server_id: v.string(),
   session_id: v.string(),
@@ -54,7 +54,7 @@ export const Identity = {
 /** What every failed tool result carries: the message, and the stable code to branch on. */
 export const Failed = { error: v.string(), error_code: ErrorCodeName };
 
-/** A tool-level failure (contract §1.1 B): `{error, error_code}`, plus identity for routed tools. */
+/** A tool-level failure (README "Errors"): `{error, error_code}`, plus identity for routed tools. */
 export const ToolFailure = v.object({ ...Failed });
 export const RoutedFailure = v.object({ ...Failed, ...Identity });
 
