@@ -4,7 +4,6 @@
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import { ProtocolError, ReplError } from "../errors.ts";
-import type { Interpreter } from "./interpreter.ts";
 import { SESSION_GONE, SESSION_NOT_FOUND, type Sessions } from "./registry.ts";
 import type { Session } from "./session.ts";
 
