@@ -122,7 +122,13 @@ export class WorkerProcess {
 
   /** Queues one frame. Rejects if it does not fit, the queue stays full, or the worker is gone. */
   send(frame: unknown): Promise<void> {
-    return this.sendEncoded(encodeFrame(frame, FRAME_MAX_BYTES));
+    let bytes: Uint8Array;
+    try {
+      bytes = encodeFrame(frame, FRAME_MAX_BYTES);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return this.sendEncoded(bytes);
   }
 
   /** Queues a frame already encoded (with its newline) within the frame limit. */

@@ -34,6 +34,12 @@ export const Failures = {
     code: "LIMIT_EXCEEDED",
     message: `Code limit is ${sizeText(CODE_MAX_BYTES)}; timeout must be ${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS} seconds`,
   },
+  frameLimit: {
+    code: "LIMIT_EXCEEDED",
+    message:
+      "Cell exceeds the 1 MiB (1048576-byte) worker frame limit once JSON-encoded (control and other " +
+      "escaped characters take up to 6 bytes each); nothing ran. Shorten the cell or read the data from a file",
+  },
   busy: { code: "SESSION_BUSY", message: "A cell is already running; inspect python_run or cancel it" },
   closed: { code: "SESSION_CLOSED", message: "Session is closed" },
   staleGeneration: {

@@ -16,6 +16,7 @@ import {
 import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
+import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
 import { RunHistory } from "./history.ts";
 import { type WorkerLaunch, WorkerProcess } from "./process.ts";
@@ -153,7 +154,11 @@ export class Supervisor {
       return refuse(Failures.staleGeneration);
     }
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch);
-    if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request);
+    // Encoded before any worker starts: a cell within the code limit can still outgrow the frame once
+    // escaped, and that must be a plain refusal rather than a failure halfway through dispatch.
+    const frame = encodeExecuteFrame(run.id, run.task, request.timeoutSeconds);
+    if (!frame) return refuse(Failures.frameLimit);
+    if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request, frame);
 
     let stateReset = false;
     if (request.reset && this.worker) await this.discardWorker();
@@ -171,13 +176,13 @@ export class Supervisor {
     }
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch, { state_reset: stateReset });
     const worker = this.worker as WorkerProcess;
-    const result = await this.runOn(worker, run, request, stateReset);
+    const result = await this.runOn(worker, run, request, frame, stateReset);
     if (result.state === "cleared") await this.loseWorker(worker);
     return result;
   }
 
   /** A fresh file run: its own worker of the same environment, leaving the session's namespace alone. */
-  private async driveFresh(run: ActiveRun, request: RunRequest): Promise<ExecutionResult> {
+  private async driveFresh(run: ActiveRun, request: RunRequest, frame: Uint8Array): Promise<ExecutionResult> {
     let worker: WorkerProcess;
     try {
       worker = await WorkerProcess.start(this.launchSpec());
@@ -192,7 +197,7 @@ export class Supervisor {
           execution_mode: "fresh",
         });
       }
-      const result = await this.runOn(worker, run, request, false);
+      const result = await this.runOn(worker, run, request, frame, false);
       // The fresh worker is discarded either way; the session's own state is untouched.
       return { ...result, state: "preserved", execution_mode: "fresh" };
     } finally {
@@ -241,22 +246,11 @@ export class Supervisor {
     }
   }
 
-  private frameFor(run: ActiveRun, timeoutSeconds: number): Record<string, unknown> {
-    const base = { type: "execute", id: run.id, timeout: timeoutSeconds };
-    switch (run.task.kind) {
-      case "cell":
-        return { ...base, code: run.task.code };
-      case "file":
-        return { ...base, code: "", source_path: run.task.path, argv: run.task.argv };
-      case "inventory":
-        return { ...base, code: "", inventory: true };
-    }
-  }
-
   private async runOn(
     worker: WorkerProcess,
     run: ActiveRun,
     request: RunRequest,
+    frame: Uint8Array,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
     let deliver!: (outcome: Outcome) => void;
@@ -285,7 +279,7 @@ export class Supervisor {
 
     try {
       run.status = "running";
-      worker.send(this.frameFor(run, request.timeoutSeconds)).catch(() => worker.kill("broken"));
+      worker.sendEncoded(frame).catch(() => worker.kill("broken"));
       const first = await outcome;
       if (first.kind === "cancelled") {
         const second = nextOutcome();
