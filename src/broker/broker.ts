@@ -71,8 +71,12 @@ export class Broker {
     return this.options.project;
   }
 
+  /** Names cells may use; none while the broker is disabled (contract §5.1: an empty registry). */
   servers(): string[] {
-    return [...this.usable().servers.keys()].sort();
+    const registry = this.current();
+    this.refuseBroken(registry);
+    if (registry.disabled) return [];
+    return [...registry.servers.keys()].sort();
   }
 
   /** Every entry as loaded, broken registry or not (doctor lists them; cells use servers()). */
@@ -142,9 +146,13 @@ export class Broker {
     }
   }
 
-  /** Reloads the registry now; connections whose configuration disappeared are closed. */
+  /**
+   * Reloads the registry now, forgetting failed connects; connections whose configuration disappeared
+   * are closed. A registry that still fails to load fails the call, as every other operation does.
+   */
   async refresh(): Promise<BrokerHealth> {
-    await this.reload();
+    await this.reload({ forgetFailures: true });
+    this.refuseBroken(this.registry);
     return this.health();
   }
 
@@ -279,22 +287,32 @@ export class Broker {
     return Date.now() + timeoutSeconds * 1000;
   }
 
-  /** The registry, reloaded when it is old, refusing every operation while it is broken. */
-  private usable(): Registry {
-    if (Date.now() - this.loadedAt > BROKER_REGISTRY_REFRESH_MS) void this.reload();
-    if (this.registry.error) {
+  /** The registry, reloaded first when it is old. */
+  private current(): Registry {
+    if (Date.now() - this.loadedAt > BROKER_REGISTRY_REFRESH_MS) void this.reload({ forgetFailures: false });
+    return this.registry;
+  }
+
+  private refuseBroken(registry: Registry): void {
+    if (registry.error) {
       throw new ReplError(
-        this.registry.errorCode ?? "CONFIG_INVALID",
-        `MCP configuration error: ${this.registry.error}; repair registry then mcp.refresh()`,
+        registry.errorCode ?? "CONFIG_INVALID",
+        `MCP configuration error: ${registry.error}; repair registry then mcp.refresh()`,
       );
     }
-    if (this.registry.disabled) {
+  }
+
+  /** The registry for an operation on a server: refused while it is broken or the broker is off. */
+  private usable(): Registry {
+    const registry = this.current();
+    this.refuseBroken(registry);
+    if (registry.disabled) {
       throw new ReplError(
         "BROKER_DISABLED",
         "The MCP broker is disabled (--mcp-scope none or REPL_MCP_NO_BRIDGE=1)",
       );
     }
-    return this.registry;
+    return registry;
   }
 
   private entry(server: string): ServerEntry {
@@ -303,7 +321,11 @@ export class Broker {
     return entry;
   }
 
-  private async reload(): Promise<void> {
+  /**
+   * `forgetFailures`: an explicit refresh retries every failed peer at once; the automatic reload keeps
+   * the cooldown of failed connects whose entry did not change.
+   */
+  private async reload({ forgetFailures }: { forgetFailures: boolean }): Promise<void> {
     this.loadedAt = Date.now();
     try {
       this.registry = loadRegistry(this.options);
@@ -316,6 +338,6 @@ export class Broker {
       };
     }
     this.catalogues.clear();
-    await this.pool.retain(new Set([...this.registry.servers.values()].map(transportKey)));
+    await this.pool.retain(new Set([...this.registry.servers.values()].map(transportKey)), forgetFailures);
   }
 }

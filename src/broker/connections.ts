@@ -83,9 +83,14 @@ export class ConnectionPool {
     return waitAsCaller(connecting, deadline, signal);
   }
 
-  /** Forgets failures (refresh) and closes transports no entry uses any more. */
-  async retain(keys: Set<string>): Promise<void> {
-    this.failures.clear();
+  /**
+   * Closes transports no entry uses any more. Failures of transports still configured are kept unless
+   * `forgetFailures` (an explicit refresh); the others are dropped with their entries.
+   */
+  async retain(keys: Set<string>, forgetFailures: boolean): Promise<void> {
+    for (const key of [...this.failures.keys()]) {
+      if (forgetFailures || !keys.has(key)) this.failures.delete(key);
+    }
     const stale = [...this.live.values()].filter((connection) => !keys.has(connection.key));
     for (const connection of stale) this.live.delete(connection.key);
     await Promise.all(stale.map((connection) => connection.close()));

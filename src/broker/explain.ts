@@ -9,10 +9,13 @@ import type { ServerEntry } from "./config.ts";
 import type { ConnectionPool } from "./connections.ts";
 import type { Registry } from "./registry.ts";
 
+/** What a verdict rests on: one word, so an agent can tell a guess from an observation (§5.9). */
+type Evidence = "configuration" | "transport_state" | "last_connection_attempt" | "cached_catalogue";
+
 interface Verdict {
   status: string;
   reason: string;
-  evidence: Record<string, unknown>;
+  evidence: Evidence;
   actions: string[];
   connected: boolean;
 }
@@ -20,7 +23,7 @@ interface Verdict {
 function verdict(
   status: string,
   reason: string,
-  evidence: Record<string, unknown>,
+  evidence: Evidence,
   actions: string[],
   connected = false,
 ): Verdict {
@@ -64,7 +67,7 @@ function registryVerdict(registry: Registry, server: string): Verdict {
     return verdict(
       registry.errorCode === "CREDENTIALS_MISSING" ? "credentials_missing" : "config_invalid",
       registry.error,
-      { configuration: "invalid" },
+      "configuration",
       ["Repair the MCP registry, then call mcp.refresh()"],
     );
   }
@@ -72,7 +75,7 @@ function registryVerdict(registry: Registry, server: string): Verdict {
     return verdict(
       "broker_disabled",
       "The broker is disabled (--mcp-scope none or REPL_MCP_NO_BRIDGE=1)",
-      {},
+      "configuration",
       ["Start repl-mcp with --mcp-scope project (the default) and without REPL_MCP_NO_BRIDGE=1"],
     );
   }
@@ -83,39 +86,33 @@ function registryVerdict(registry: Registry, server: string): Verdict {
       excluded === "disabled"
         ? "The entry is disabled"
         : "The entry belongs to another client and has no brokerAllowed: true",
-      { exclusion: excluded },
+      "configuration",
       ["Set brokerAllowed: true on the entry (or enable it) if this broker may use it, then mcp.refresh()"],
     );
   }
   if (!registry.found) {
-    return verdict("registry_absent", "No MCP registry was found", {}, [
+    return verdict("registry_absent", "No MCP registry was found", "configuration", [
       "Create .mcp.json in the project or start repl-mcp with --config FILE",
     ]);
   }
-  return verdict(
-    "server_absent",
-    "The registry has no server of that name",
-    { configured: [...registry.servers.keys()] },
-    ["Use mcp.servers() to see the configured names"],
-  );
+  return verdict("server_absent", "The registry has no server of that name", "configuration", [
+    "Use mcp.servers() to see the configured names",
+  ]);
 }
 
 /** allowedTools, and an OAuth grant that was never stored. */
 function policyVerdict(entry: ServerEntry, tool: string | null): Verdict | undefined {
   if (tool !== null && !granted(entry, tool)) {
-    return verdict(
-      "not_granted",
-      "The tool is outside the entry's allowedTools",
-      { allowed_tools: entry.allowedTools },
-      ["Add the tool to allowedTools if this broker may call it, then mcp.refresh()"],
-    );
+    return verdict("not_granted", "The tool is outside the entry's allowedTools", "configuration", [
+      "Add the tool to allowedTools if this broker may call it, then mcp.refresh()",
+    ]);
   }
   const transport = entry.transport;
   if (transport.type !== "http" || !transport.oauth) return undefined;
   const grant = transport.oauth.grantType ?? "authorization_code";
   const stored = transport.oauth.credentialFile && existsSync(transport.oauth.credentialFile);
   if (grant === "authorization_code" && !stored) {
-    return verdict("credentials_missing", "No OAuth grant has been stored for this broker", {}, [
+    return verdict("credentials_missing", "No OAuth grant has been stored for this broker", "configuration", [
       "Run repl-mcp --config REGISTRY --oauth-login SERVER",
     ]);
   }
@@ -129,15 +126,15 @@ function connectionVerdict(pool: ConnectionPool, entry: ServerEntry, server: str
   if (failure) {
     return verdict(
       failure.kind,
-      "The last connection attempt failed",
-      { last_connection_attempt: { at_ms: failure.at, kind: failure.kind } },
+      `The last connection attempt failed ${Math.round((Date.now() - failure.at) / 1000)} s ago`,
+      "last_connection_attempt",
       ["Verify the entry, then call mcp.refresh() to retry"],
     );
   }
   return verdict(
     "disconnected",
     "Not connected yet; the first call or list_tools connects",
-    { transport_state: "not_connected" },
+    "transport_state",
     [`Call mcp.list_tools(${JSON.stringify(server)}) to connect and load the catalogue`],
   );
 }
@@ -149,14 +146,14 @@ function catalogueVerdict(
   server: string,
   tool: string | null,
 ): Verdict {
-  if (tool === null) return verdict("ready", "Connected", { transport_state: "connected" }, [], true);
+  if (tool === null) return verdict("ready", "Connected", "transport_state", [], true);
   const list = `mcp.list_tools(${JSON.stringify(server)})`;
   const cached = catalogues.cached(entry);
   if (!cached) {
     return verdict(
       "catalogue_not_loaded",
       "Connected, but the tool list has not been loaded",
-      {},
+      "cached_catalogue",
       [`Call ${list}`],
       true,
     );
@@ -164,25 +161,19 @@ function catalogueVerdict(
   if (cached.ageMs >= BROKER_CATALOGUE_TTL_MS) {
     return verdict(
       "catalogue_stale",
-      `The cached tool list is older than ${BROKER_CATALOGUE_TTL_MS / 1000} s`,
-      { cached_catalogue_age_ms: cached.ageMs },
+      `The cached tool list is ${Math.round(cached.ageMs / 1000)} s old (older than ${BROKER_CATALOGUE_TTL_MS / 1000} s)`,
+      "cached_catalogue",
       [`Call ${list} to reload it`],
       true,
     );
   }
   if (cached.tools.some((candidate) => candidate.name === tool)) {
-    return verdict(
-      "ready",
-      "Connected and the tool is in the catalogue",
-      { cached_catalogue: "present" },
-      [],
-      true,
-    );
+    return verdict("ready", "Connected and the tool is in the catalogue", "cached_catalogue", [], true);
   }
   return verdict(
     "tool_missing",
     "The peer's catalogue has no such tool",
-    { cached_catalogue: "absent" },
+    "cached_catalogue",
     [`Inspect ${list}`],
     true,
   );

@@ -211,8 +211,10 @@ describe("registry and grants", () => {
       join(harness.project, ".mcp.json"),
       JSON.stringify({ mcpServers: { peer: stdioEntry({ PEER_SECRET: "${REPL_TEST_MISSING}" }) } }),
     );
-    const error = await value(harness, "mcp.refresh()['configuration_error']");
-    expect(error).toBe("Required environment variable is missing; config values are omitted");
+    const error = await errorOf(harness, "mcp.refresh()");
+    expect(error).toBe(
+      "MCP configuration error: Required environment variable is missing; config values are omitted; repair registry then mcp.refresh()",
+    );
   });
 
   test("self entries are skipped, disabled entries removed, and the broker can be switched off", async () => {
