@@ -116,8 +116,8 @@ export function selectSessionInterpreter(
     if (!isExecutableFile(path)) {
       throw new ReplError(
         "PYTHON_NOT_FOUND",
-        "Project .venv exists but .venv/bin/python is missing, a dangling link or not executable; " +
-          "repair it (python3 -m venv --clear .venv) or pass python explicitly",
+        "Project .venv has no usable Python executable (.venv/bin/python is missing, a dangling link or " +
+          "not executable); repair it (python3 -m venv --clear .venv) or pass python explicitly",
       );
     }
     return { path, source: "project_venv" };
