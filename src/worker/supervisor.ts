@@ -212,13 +212,14 @@ export class Supervisor {
   private async startWorker(): Promise<void> {
     this.worker = undefined;
     this.python = undefined;
-    this.generation++;
     const worker = await WorkerProcess.start(this.launchSpec());
     if (this.closed) {
       // The session was closed while its worker was starting: that worker must not outlive it.
       await worker.stop();
       throw new ReplError(Failures.closed.code, Failures.closed.message);
     }
+    // Only a worker that started counts as a new generation; a failed start leaves the count alone.
+    this.generation++;
     this.worker = worker;
     this.python = worker.ready;
     this.lost = false;
