@@ -1,7 +1,6 @@
 // The broker of one project (or of an explicit --config): which servers a cell may use, and the
 // calls themselves — allowedTools checked before connecting, arguments checked before dispatch, a
 // journal record for everything dispatched, and nothing dispatched ever retried.
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import * as v from "valibot";
 import { describe, REQUEST_TIMEOUT, ReplError } from "../errors.ts";
@@ -16,9 +15,10 @@ import { utf8Bytes } from "../text/utf8.ts";
 import { checkArguments, validateAgainstSchema } from "./arguments.ts";
 import { Catalogues, granted, type Tool } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
-import { ConnectionPool, transportKey } from "./connections.ts";
+import { type Connection, ConnectionPool, transportKey } from "./connections.ts";
 import { explain } from "./explain.ts";
 import { JOURNAL_WRITE_FAILED, type Journal, type JournalRecord } from "./journal.ts";
+import { peerProblem } from "./peer-fault.ts";
 import { type ExclusionReason, loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
 import { Semaphore } from "./semaphore.ts";
 
@@ -137,7 +137,7 @@ export class Broker {
         });
         await this.journalDispatch(record);
         context.onDispatch?.();
-        return await this.dispatch(connection.client, record, tool, argumentsObject, remaining, signal);
+        return await this.dispatch(connection, record, tool, argumentsObject, remaining, signal);
       } finally {
         connection.inUse--;
       }
@@ -181,7 +181,7 @@ export class Broker {
   }
 
   private async dispatch(
-    client: Client,
+    connection: Connection,
     record: JournalRecord,
     tool: string,
     args: Record<string, unknown>,
@@ -190,7 +190,7 @@ export class Broker {
   ): Promise<Record<string, unknown>> {
     let result: Record<string, unknown>;
     try {
-      result = (await client.request(
+      result = (await connection.client.request(
         { method: "tools/call", params: { name: tool, arguments: args } },
         CallToolResultSchema,
         {
@@ -212,6 +212,13 @@ export class Broker {
         throw new ReplError(
           "DEADLINE_EXCEEDED",
           "MCP deadline exceeded; external outcome is unknown, request was not retried",
+        );
+      }
+      const problem = peerProblem(error, connection.failure);
+      if (problem) {
+        throw new ReplError(
+          "MCP_PROTOCOL",
+          `${problem}; external outcome may be unknown, request was not retried`,
         );
       }
       throw new ReplError(
@@ -264,6 +271,8 @@ export class Broker {
       if ((error as { code?: unknown }).code === REQUEST_TIMEOUT) {
         throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while listing tools");
       }
+      const problem = peerProblem(error, connection.failure);
+      if (problem) throw new ReplError("MCP_PROTOCOL", `${problem} while tools were listed`);
       throw new ReplError(
         "MCP_PROTOCOL",
         "MCP transport or protocol error while listing tools; peer details are omitted",

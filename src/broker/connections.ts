@@ -10,6 +10,7 @@ import { withTimeout } from "../timeout.ts";
 import { NAME, VERSION } from "../version.ts";
 import type { HttpEntry, ServerEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
+import { peerProblem } from "./peer-fault.ts";
 
 export type FailureKind = "connection_timeout" | "credentials_missing" | "disconnected";
 
@@ -28,6 +29,11 @@ export class Connection {
     readonly client: Client,
     private readonly transport: Transport,
   ) {}
+
+  /** What the peer did wrong, if the connection failed because of it (see peerProblem). */
+  get failure(): string | undefined {
+    return (this.transport as { failure?: string }).failure;
+  }
 
   async close(): Promise<void> {
     this.closed = true;
@@ -124,7 +130,7 @@ export class ConnectionPool {
       );
     } catch (error) {
       await transport.close().catch(() => {});
-      const failure = connectFailure(error);
+      const failure = connectFailure(error, (transport as { failure?: string }).failure);
       this.failures.set(key, { at: Date.now(), kind: failure.kind });
       throw failure.error;
     }
@@ -169,7 +175,15 @@ export class ConnectionPool {
 }
 
 /** What a failed connect means, from the error's code (never from its wording, which peers control). */
-function connectFailure(error: unknown): { kind: FailureKind; error: ReplError } {
+function connectFailure(
+  error: unknown,
+  transportFailure: string | undefined,
+): { kind: FailureKind; error: ReplError } {
+  const problem = peerProblem(error, transportFailure);
+  if (problem) {
+    const message = `MCP connection failed: ${problem}; fix the entry, then mcp.refresh()`;
+    return { kind: "disconnected", error: new ReplError("CONNECT_FAILED", message, { cause: error }) };
+  }
   const code = error instanceof ReplError ? error.code : undefined;
   if (code === "CONNECT_TIMEOUT" || (error as { code?: unknown })?.code === REQUEST_TIMEOUT) {
     return {

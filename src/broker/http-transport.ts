@@ -6,6 +6,7 @@ import { BROKER_HTTP_BODY_MAX_BYTES } from "../limits.ts";
 import { sizeText } from "../text/size.ts";
 import type { HttpEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
+import { PeerFault } from "./peer-fault.ts";
 
 function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableStream<Uint8Array> {
   let count = 0;
@@ -37,10 +38,24 @@ function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableS
   );
 }
 
+/** Where a redirect pointed, host (and port) only: a path or query may carry credentials. */
+function redirectHost(response: Response, input: string | URL | Request): string {
+  const location = response.headers.get("location");
+  const base = input instanceof Request ? input.url : String(input);
+  try {
+    return location ? new URL(location, base).host || "an unnamed host" : "an unnamed location";
+  } catch {
+    return "an unreadable location";
+  }
+}
+
 async function boundedFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
   const response = await fetch(input, { ...init, redirect: "manual" });
   if (response.status >= 300 && response.status < 400) {
-    throw new ReplError("MCP_PROTOCOL", "MCP HTTP peer answered with a redirect; redirects are not followed");
+    await response.body?.cancel().catch(() => {});
+    throw new PeerFault(
+      `MCP HTTP peer redirected to ${redirectHost(response, input)}; redirects are refused`,
+    );
   }
   if (response.status === 401) {
     throw new ReplError(

@@ -9,10 +9,24 @@ import { sizeText } from "../text/size.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
 import type { StdioEntry } from "./config.ts";
 
+const PEER_INVALID = "MCP peer sent invalid data (a line that is not JSON-RPC) and was stopped";
+const PEER_TOO_LARGE = `MCP peer frame exceeds ${sizeText(BROKER_PEER_LINE_MAX_BYTES)}; the peer was stopped`;
+
+function parseLine(line: Uint8Array): JSONRPCMessage | undefined {
+  try {
+    const parsed = JSONRPCMessageSchema.safeParse(JSON.parse(decodeLine(line)));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export class GuardedStdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
+  /** Why the peer was stopped, when it misbehaved. */
+  failure: string | undefined;
   private peer: GuardedProcess | undefined;
   private closed = false;
 
@@ -55,24 +69,27 @@ export class GuardedStdioTransport implements Transport {
       for await (const chunk of peer.stdout) {
         for (const line of splitter.push(chunk)) {
           if (line.length === 0) continue;
-          let message: JSONRPCMessage;
-          try {
-            message = JSONRPCMessageSchema.parse(JSON.parse(decodeLine(line)));
-          } catch (error) {
-            this.onerror?.(new Error(`MCP peer sent an invalid message: ${(error as Error).name}`));
-            continue;
+          const parsed = parseLine(line);
+          if (!parsed) {
+            this.stop(peer, PEER_INVALID);
+            return;
           }
-          this.onmessage?.(message);
+          this.onmessage?.(parsed);
         }
       }
     } catch (error) {
-      const message =
-        error instanceof FrameTooLargeError
-          ? `MCP peer frame exceeds ${sizeText(BROKER_PEER_LINE_MAX_BYTES)}`
-          : "MCP peer output failed";
-      this.onerror?.(new Error(message));
-      void peer.stop(0);
+      this.stop(peer, error instanceof FrameTooLargeError ? PEER_TOO_LARGE : "MCP peer output failed");
     }
+  }
+
+  /**
+   * A peer whose output cannot be trusted is stopped at once, so calls waiting on it fail now rather
+   * than at their deadline; `failure` tells the broker why the connection closed.
+   */
+  private stop(peer: GuardedProcess, reason: string): void {
+    this.failure ??= reason;
+    this.onerror?.(new Error(reason));
+    void peer.stop(0);
   }
 
   private finish(): void {
