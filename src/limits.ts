@@ -9,6 +9,10 @@ export const CODE_MAX_BYTES = 262_144;
 export const FRAME_MAX_BYTES = 1_048_576;
 /** One MCP message on our stdio, either direction. */
 export const MCP_MESSAGE_MAX_BYTES = 1_048_576;
+/** Messages toward our MCP client accepted at once: a client that stops reading costs at most these. */
+export const CLIENT_WRITE_QUEUE_MESSAGES = 4;
+/** A client that reads none of our output for this long is treated as gone (the server stops). */
+export const CLIENT_WRITE_STALL_MS = 30_000;
 /** One control line to a guardian: the spawn spec carries a whole environment. */
 export const GUARDIAN_SPEC_MAX_BYTES = 1_048_576;
 /** How long the server keeps trying to hand a guardian its control line before giving up on it. */
@@ -127,6 +131,10 @@ export const BROKER_CONNECT_COOLDOWN_MS = 60_000;
 export const BROKER_CONNECT_MAX_MS = 30_000;
 /** One line from a stdio peer, one HTTP body (or SSE event) from an HTTP peer. */
 export const BROKER_PEER_LINE_MAX_BYTES = 1_048_576;
+/** Messages toward one stdio peer accepted at once; a peer that stops reading costs at most these. */
+export const BROKER_PEER_WRITE_QUEUE_MESSAGES = 4;
+/** A stdio peer that reads none of its input for this long is stopped, failing its calls. */
+export const BROKER_PEER_WRITE_STALL_MS = 30_000;
 export const BROKER_HTTP_BODY_MAX_BYTES = 1_048_576;
 /** A stdio peer asked to leave (stdin EOF) gets this long before it is killed. */
 export const BROKER_PEER_CLOSE_GRACE_MS = 2_000;

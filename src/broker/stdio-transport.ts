@@ -4,13 +4,20 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
 import { childEnv } from "../guardian/env.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
-import { BROKER_PEER_CLOSE_GRACE_MS, BROKER_PEER_LINE_MAX_BYTES } from "../limits.ts";
+import {
+  BROKER_PEER_CLOSE_GRACE_MS,
+  BROKER_PEER_LINE_MAX_BYTES,
+  BROKER_PEER_WRITE_QUEUE_MESSAGES,
+  BROKER_PEER_WRITE_STALL_MS,
+} from "../limits.ts";
 import { sizeText } from "../text/size.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
+import { WriteQueue } from "../wire/write-queue.ts";
 import type { StdioEntry } from "./config.ts";
 
 const PEER_INVALID = "MCP peer sent invalid data (a line that is not JSON-RPC) and was stopped";
 const PEER_TOO_LARGE = `MCP peer frame exceeds ${sizeText(BROKER_PEER_LINE_MAX_BYTES)}; the peer was stopped`;
+const PEER_STALLED = `MCP peer read none of its input for ${BROKER_PEER_WRITE_STALL_MS / 1000} s and was stopped`;
 
 function parseLine(line: Uint8Array): JSONRPCMessage | undefined {
   try {
@@ -28,6 +35,7 @@ export class GuardedStdioTransport implements Transport {
   /** Why the peer was stopped, when it misbehaved. */
   failure: string | undefined;
   private peer: GuardedProcess | undefined;
+  private writer: WriteQueue | undefined;
   private closed = false;
 
   constructor(private readonly entry: StdioEntry) {}
@@ -43,6 +51,16 @@ export class GuardedStdioTransport implements Transport {
       { stderr: "ignore" },
     );
     this.peer = peer;
+    // Bounded, with a stall deadline: a peer that stops reading is stopped rather than buffered for.
+    this.writer = new WriteQueue(
+      peer.stdin,
+      {
+        lines: BROKER_PEER_WRITE_QUEUE_MESSAGES,
+        timeoutMs: BROKER_PEER_WRITE_STALL_MS,
+        what: "MCP peer input",
+      },
+      () => this.stop(peer, PEER_STALLED),
+    );
     // A command that cannot be started is reported by the guardian; fail the connect with it.
     await peer.childPid;
     void this.read(peer);
@@ -50,15 +68,15 @@ export class GuardedStdioTransport implements Transport {
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
-    if (this.closed || !this.peer) throw new Error("MCP peer is closed");
-    this.peer.stdin.write(encodeFrame(message, BROKER_PEER_LINE_MAX_BYTES));
-    await this.peer.stdin.flush();
+    if (this.closed || !this.writer) throw new Error("MCP peer is closed");
+    await this.writer.push(encodeFrame(message, BROKER_PEER_LINE_MAX_BYTES));
   }
 
   /** Ends the peer's input, gives it a moment to exit, then kills its group (GuardedProcess.stop). */
   async close(): Promise<void> {
     const peer = this.peer;
     if (!peer || this.closed) return;
+    this.writer?.close();
     await peer.stop(BROKER_PEER_CLOSE_GRACE_MS);
     this.finish();
   }

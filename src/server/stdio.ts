@@ -3,10 +3,11 @@
 // JSON-RPC error whose id is null: one bad line must never cost the sessions their state.
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { ErrorCode, type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
-import { MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
+import { CLIENT_WRITE_QUEUE_MESSAGES, CLIENT_WRITE_STALL_MS, MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
 import { log } from "../log.ts";
 import { sizeText } from "../text/size.ts";
 import { OVERSIZED, SkippingLineSplitter } from "../wire/lines.ts";
+import { WriteQueue } from "../wire/write-queue.ts";
 
 const encoder = new TextEncoder();
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -55,7 +56,17 @@ export class StdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private closed = false;
-  private readonly stdout = Bun.stdout.writer();
+  // Bounded, with a stall deadline: a client that stops reading must not grow our memory without limit.
+  private readonly stdout = new WriteQueue(
+    Bun.stdout.writer(),
+    { lines: CLIENT_WRITE_QUEUE_MESSAGES, timeoutMs: CLIENT_WRITE_STALL_MS, what: "MCP client output" },
+    () => {
+      log.error(
+        `the MCP client read none of our output for ${CLIENT_WRITE_STALL_MS / 1000} s; stopping as if it had closed`,
+      );
+      void this.close();
+    },
+  );
 
   async start(): Promise<void> {
     void this.read();
@@ -89,8 +100,7 @@ export class StdioTransport implements Transport {
   }
 
   private async write(bytes: Uint8Array): Promise<void> {
-    this.stdout.write(bytes);
-    await this.stdout.flush();
+    await this.stdout.push(bytes);
   }
 
   async close(): Promise<void> {

@@ -9,15 +9,16 @@ import {
   STDERR_DRAIN_BARRIER_MS,
   WORKER_EXIT_WAIT_MS,
   WORKER_READY_TIMEOUT_MS,
+  WRITER_QUEUE_FRAMES,
 } from "../limits.ts";
 import { log } from "../log.ts";
 import { sizeText } from "../text/size.ts";
 import { waitAtMost, withTimeout } from "../timeout.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
+import { WriteQueue } from "../wire/write-queue.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { NativeStderr } from "./native-stderr.ts";
 import { BOOTSTRAP, workerSourcePath } from "./source.ts";
-import { WriteQueue } from "./write-queue.ts";
 
 export interface WorkerLaunch {
   python: string;
@@ -59,7 +60,8 @@ export class WorkerProcess {
     );
     const stderr = this.guarded.stderr;
     const stderrDone = stderr ? this.stderr.drain(stderr) : Promise.resolve();
-    this.writer = new WriteQueue(this.guarded.stdin, FRAME_WRITE_TIMEOUT_MS, () => {
+    const queue = { lines: WRITER_QUEUE_FRAMES, timeoutMs: FRAME_WRITE_TIMEOUT_MS, what: "worker input" };
+    this.writer = new WriteQueue(this.guarded.stdin, queue, () => {
       log.warn("worker stdin write stalled; killing the worker");
       this.kill("broken");
     });

@@ -8,8 +8,6 @@ export interface RawOptions {
   args?: string[];
   env?: Record<string, string>;
   beforeStart?: (project: string) => void;
-  /** Do not read stdout (a client that stopped reading). */
-  unread?: boolean;
 }
 
 type Message = Record<string, any>;
@@ -26,9 +24,8 @@ export class RawServer {
     readonly dir: string,
     readonly project: string,
     readonly tag: string,
-    unread: boolean,
   ) {
-    if (!unread) void this.readStdout();
+    void this.readStdout();
     void (async () => {
       const decoder = new TextDecoder();
       for await (const chunk of proc.stderr) this.stderr += decoder.decode(chunk, { stream: true });
@@ -57,8 +54,8 @@ export class RawServer {
       stdout: "pipe",
       stderr: "pipe",
     });
-    const server = new RawServer(proc, dir, project, tag, options.unread ?? false);
-    if (!options.unread) await server.initialize();
+    const server = new RawServer(proc, dir, project, tag);
+    await server.initialize();
     return server;
   }
 
@@ -141,10 +138,21 @@ export class RawServer {
     rmSync(this.dir, { recursive: true, force: true });
   }
 
+  /** Stops reading stdout (a client that hangs): the server's writes back up into the pipe. */
+  pauseReading(): void {
+    this.paused ??= new Promise<void>(() => {});
+  }
+
+  private paused: Promise<void> | undefined;
+
   private async readStdout(): Promise<void> {
     const decoder = new TextDecoder();
     let buffer = "";
-    for await (const chunk of this.proc.stdout) {
+    const reader = this.proc.stdout.getReader();
+    for (;;) {
+      if (this.paused) await this.paused;
+      const { value: chunk, done } = await reader.read();
+      if (done) break;
       buffer += decoder.decode(chunk, { stream: true });
       let nl = buffer.indexOf("\n");
       while (nl !== -1) {

@@ -1,10 +1,20 @@
-// The one writer of a worker's stdin. It holds a few frames at most; a caller finding it full waits
-// for room. A frame it accepted is handed to the pipe whole even if the caller gives up waiting, so
-// the next reader never sees half a line. Enqueueing plus writing has one deadline: a worker that does
-// not read its input in time is stuck, and the owner is told to kill it.
+// The one writer of a line-based pipe toward another process (a worker's stdin, a stdio MCP peer's stdin,
+// our own stdout toward the client). It holds a few lines at most; a caller finding it full waits for
+// room, so a reader that stops reading cannot make us buffer without limit. A line it accepted is
+// handed to the pipe whole even if the caller gives up waiting, so the reader never sees half a line.
+// Enqueueing plus writing has one deadline: a reader that stays stalled past it is treated as gone,
+// and the owner is told through `onStall`.
 import type { FileSink } from "bun";
-import { WRITER_QUEUE_FRAMES } from "../limits.ts";
 import { withTimeout } from "../timeout.ts";
+
+export interface WriteQueueOptions {
+  /** Lines accepted at once (queued or being written). */
+  lines: number;
+  /** Deadline for enqueueing plus writing one line. */
+  timeoutMs: number;
+  /** Names the reader in error messages ("worker input", ...). */
+  what: string;
+}
 
 export class WriteQueue {
   private queued = 0;
@@ -14,21 +24,22 @@ export class WriteQueue {
 
   constructor(
     private readonly sink: FileSink,
-    private readonly timeoutMs: number,
+    private readonly options: WriteQueueOptions,
     private readonly onStall: () => void,
   ) {}
 
   async push(bytes: Uint8Array): Promise<void> {
-    const deadline = Date.now() + this.timeoutMs;
-    while (this.queued >= WRITER_QUEUE_FRAMES) {
-      if (this.closed) throw new Error("worker input is closed");
+    const { what, timeoutMs } = this.options;
+    const deadline = Date.now() + timeoutMs;
+    while (this.queued >= this.options.lines) {
+      if (this.closed) throw new Error(`${what} is closed`);
       const left = deadline - Date.now();
       if (left <= 0 || !(await this.room(left))) {
         this.onStall();
-        throw new Error("worker input queue stayed full");
+        throw new Error(`${what} stayed full for ${timeoutMs / 1000} s`);
       }
     }
-    if (this.closed) throw new Error("worker input is closed");
+    if (this.closed) throw new Error(`${what} is closed`);
     this.queued++;
     const done = this.tail
       .then(() => this.write(bytes, deadline))
@@ -73,7 +84,7 @@ export class WriteQueue {
     if (typeof flushed === "number") return;
     await withTimeout(flushed, deadline - Date.now(), () => {
       this.onStall();
-      throw new Error("worker input write timed out");
+      throw new Error(`${this.options.what} write stalled for ${this.options.timeoutMs / 1000} s`);
     });
   }
 }

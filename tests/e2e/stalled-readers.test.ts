@@ -1,0 +1,63 @@
+// Issue 12, defect 7: output toward a reader that stopped reading is bounded, and a reader stalled past
+// the deadline (30 s) is treated like one that closed. Our MCP client: the server stops as on EOF,
+// leaving no process. A stdio peer: it is stopped and the calls waiting on it fail with a clear error.
+// Both cases run side by side, as each has to wait out the same deadline.
+import { afterAll, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { Harness, taggedPids, waitFor } from "../support/harness.ts";
+import { RawServer } from "../support/raw.ts";
+
+const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
+
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups) await cleanup();
+});
+
+async function clientStopsReading(): Promise<void> {
+  const s = await RawServer.start();
+  cleanups.push(() => s.close());
+  expect((await s.run("1 + 1")).value).toBe(2);
+  expect(s.children().length).toBe(2); // guardian and worker
+  s.pauseReading();
+  // Hundreds of catalogue answers (tens of KB each): far more than the socket and our bounded queue hold.
+  for (let i = 0; i < 300; i++) s.send({ jsonrpc: "2.0", id: 500 + i, method: "tools/list", params: {} });
+  await waitFor(() => !s.alive, { timeoutMs: 60_000, what: "the server to give up on its stalled client" });
+  expect(s.stderr).toContain("read none of our output");
+  await waitFor(() => taggedPids(s.tag).length === 0, { timeoutMs: 10_000, what: "its processes to exit" });
+}
+
+async function peerStopsReading(): Promise<void> {
+  const h = await Harness.start({
+    beforeStart: (project) =>
+      writeFileSync(
+        join(project, ".mcp.json"),
+        JSON.stringify({ mcpServers: { peer: { command: process.execPath, args: [STDIO_PEER] } } }),
+      ),
+  });
+  cleanups.push(() => h.close());
+  // block_native freezes the peer's whole process, so it reads nothing while 1.2 MB of requests wait:
+  // more than the socket between us holds.
+  const errors = await h.run(
+    [
+      "import asyncio",
+      "blocker = asyncio.ensure_future(mcp.acall('peer', 'block_native', seconds=50, timeout=120))",
+      "await asyncio.sleep(1)",
+      "big = [mcp.acall('peer', 'echo', text=str(i) * 200_000, timeout=120) for i in range(6)]",
+      "outcomes = await asyncio.gather(blocker, *big, return_exceptions=True)",
+      "[str(o) if isinstance(o, Exception) else 'no error' for o in outcomes]",
+    ].join("\n"),
+  );
+  expect(errors.success).toBe(true);
+  expect(errors.value).toHaveLength(7);
+  for (const error of errors.value) {
+    expect(error).toContain("MCP peer read none of its input for 30 s and was stopped");
+  }
+  // The stopped peer is gone, and the next call starts a fresh one.
+  expect((await h.run("mcp.call('peer', 'echo', text='again')['content'][0]['text']")).value).toBe("again");
+}
+
+test("a client and a stdio peer that stop reading are treated as gone after the deadline", async () => {
+  await Promise.all([clientStopsReading(), peerStopsReading()]);
+}, 120_000);
