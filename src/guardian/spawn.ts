@@ -36,6 +36,9 @@ export class GuardedProcess {
   /** Resolves when the guardian is gone (and with it the whole group). */
   readonly exited: Promise<ChildExit | null>;
   private controlFd: number | undefined;
+  /** Control lines are written one after another, in order. */
+  private control: Promise<void> = Promise.resolve();
+  private rejectPid: (error: Error) => void = () => {};
 
   constructor(spec: SpawnSpec, options: { stderr: "pipe" | "ignore" }) {
     const proc = Bun.spawn(guardianCommand(), {
@@ -58,6 +61,7 @@ export class GuardedProcess {
       resolvePid = resolve;
       rejectPid = reject;
     });
+    this.rejectPid = rejectPid;
     this.childPid.catch(() => {});
     const events = readLines(Bun.file(eventFd).stream(), FRAME_MAX_BYTES, (line) => {
       const parsed = v.safeParse(GuardianEvent, JSON.parse(decodeLine(line)));
@@ -132,21 +136,55 @@ export class GuardedProcess {
     this.controlFd = undefined;
   }
 
+  /**
+   * Queues one control line. Lines go out in order, each whole, without ever blocking the event loop:
+   * a guardian that takes none of a line within the deadline is useless, so it is ended (and anything
+   * it started) and whoever waits on `childPid` hears why.
+   */
   private sendControl(message: unknown): void {
-    if (this.controlFd === undefined) return;
-    try {
-      writeAllSync(
-        this.controlFd,
-        Buffer.from(`${JSON.stringify(message)}\n`),
-        GUARDIAN_CONTROL_WRITE_TIMEOUT_MS,
-      );
-    } catch (error) {
-      // A guardian that cannot be told what to do is useless: end it (and anything it started).
-      log.debug("guardian control write failed", error);
-      this.signal("SIGKILL");
-      this.closeControl();
+    const bytes = Buffer.from(`${JSON.stringify(message)}\n`);
+    this.control = this.control.then(async () => {
+      try {
+        await this.writeControl(bytes, Date.now() + GUARDIAN_CONTROL_WRITE_TIMEOUT_MS);
+      } catch (error) {
+        log.debug("guardian control write failed", error);
+        this.rejectPid(new Error(describeControlFailure(error)));
+        this.signal("SIGKILL");
+        this.closeControl();
+      }
+    });
+  }
+
+  /** Writes every byte to the socket Bun opened non-blocking, yielding to the event loop while it is full. */
+  private async writeControl(bytes: Buffer, deadline: number): Promise<void> {
+    let offset = 0;
+    let pauseMs = 1;
+    while (offset < bytes.length) {
+      const fd = this.controlFd;
+      if (fd === undefined) throw new Error("guardian control channel is closed");
+      try {
+        offset += writeSync(fd, bytes, offset, bytes.length - offset);
+        pauseMs = 1;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EAGAIN") throw error;
+        if (Date.now() >= deadline) throw new ControlStalled();
+        await Bun.sleep(pauseMs);
+        pauseMs = Math.min(pauseMs * 2, 20);
+      }
     }
   }
+}
+
+class ControlStalled extends Error {
+  constructor() {
+    super(`the guardian took none of its command for ${GUARDIAN_CONTROL_WRITE_TIMEOUT_MS / 1000} s`);
+  }
+}
+
+function describeControlFailure(error: unknown): string {
+  return error instanceof ControlStalled
+    ? `Process start failed: ${error.message}; it was stopped`
+    : "Process start failed: the guardian's control channel broke";
 }
 
 /** Whether `promise` settles (either way) within `ms`. */
@@ -156,23 +194,4 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
     () => true,
   );
   return withTimeout(settled, ms, () => false);
-}
-
-const pause = new Int32Array(new SharedArrayBuffer(4));
-
-/**
- * Writes every byte to a socket Bun opened non-blocking: a spec with a large environment does not fit
- * the socket buffer at once, and a half-written line would leave the guardian waiting for ever.
- */
-function writeAllSync(fd: number, bytes: Buffer, timeoutMs: number): void {
-  const deadline = Date.now() + timeoutMs;
-  let offset = 0;
-  while (offset < bytes.length) {
-    try {
-      offset += writeSync(fd, bytes, offset, bytes.length - offset);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EAGAIN" || Date.now() > deadline) throw error;
-      Atomics.wait(pause, 0, 0, 1); // the guardian is reading; give it a millisecond
-    }
-  }
 }

@@ -92,10 +92,21 @@ export class WorkerProcess {
     const exited = worker.closed.then((): never => {
       throw new ReplError("WORKER_START_FAILED", "Python worker exited during startup");
     });
+    // The guardian could not start the interpreter (or could not be told to): its reason is clearer.
+    const notSpawned = worker.guarded.childPid.then(
+      () => new Promise<never>(() => {}),
+      (error: Error): never => {
+        throw new ReplError("WORKER_START_FAILED", error.message);
+      },
+    );
     try {
-      worker.ready = await withTimeout(Promise.race([ready, exited]), WORKER_READY_TIMEOUT_MS, () => {
-        throw new ReplError("WORKER_START_FAILED", "Python worker startup timed out");
-      });
+      worker.ready = await withTimeout(
+        Promise.race([ready, exited, notSpawned]),
+        WORKER_READY_TIMEOUT_MS,
+        () => {
+          throw new ReplError("WORKER_START_FAILED", "Python worker startup timed out");
+        },
+      );
       return worker;
     } catch (error) {
       await worker.kill("killed");
