@@ -93,7 +93,10 @@ export class Supervisor {
     const run = new ActiveRun(request.task);
     this.active = run;
     const onClientCancel = () => run.cancel(Failures.cancelled);
-    request.signal?.addEventListener("abort", onClientCancel, { once: true });
+    // The client may have cancelled already (its notification can arrive before the handler runs):
+    // an abort event that fired before we listened would otherwise be lost.
+    if (request.signal?.aborted) onClientCancel();
+    else request.signal?.addEventListener("abort", onClientCancel, { once: true });
     run.done = this.drive(run, request)
       .catch((error) => {
         log.error("run failed inside the supervisor (a bug):", error);

@@ -91,3 +91,31 @@ test("a cancel that reaches a cell after it finished records what really happene
     }
   }
 }, 60_000);
+
+test("a client's notifications/cancelled sent right after a 140 KB cell is never lost", async () => {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const marker = join(h.project, `notified-${attempt}.txt`);
+    const before = (await h.call("python_run", {})).structuredContent.run_id;
+    const controller = new AbortController();
+    const pending = h.call(
+      "execute_python",
+      { code: markerCell(marker, 140_000) },
+      { signal: controller.signal },
+    );
+    controller.abort();
+    await expect(pending).rejects.toThrow();
+    let result: Record<string, any> = {};
+    await waitFor(
+      async () => {
+        result = (await h.call("python_run", {})).structuredContent;
+        return "success" in result && result.run_id !== before;
+      },
+      { timeoutMs: 10_000, what: "the cancelled run to be recorded" },
+    );
+    expect(result.success).toBe(false);
+    // Stopped either before dispatch or by the worker before its first line; never run to the end.
+    expect(result.error).toStartWith("Execution cancelled");
+    expect(existsSync(marker)).toBe(false);
+  }
+  expect((await h.run("ready")).value).toBe(true);
+}, 60_000);
