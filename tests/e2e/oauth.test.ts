@@ -246,6 +246,12 @@ describe("authorization code with PKCE", () => {
     const second = await serverFor(dir, registry);
     expect(await value(second, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
     expect(await grants("refresh_token")).toHaveLength(1);
+
+    // A running server notices the file changed under it (an edit, a new login) and reads it again.
+    const current = JSON.parse(readFileSync(credentials, "utf8"));
+    writeFileSync(credentials, JSON.stringify({ ...current, token_received_at: 1 }), { mode: 0o600 });
+    expect(await value(second, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(3);
+    expect(await grants("refresh_token")).toHaveLength(2);
     const logs = harness.stderr + second.stderr;
     for (const secret of [...secretsIn(first), ...secretsIn(refreshed)]) expect(logs).not.toContain(secret);
   }, 60_000);

@@ -2,6 +2,8 @@
 // and refreshes the token (refresh_token grant, under the file's lock, the rotated refresh token saved
 // atomically) when it is within 60 s of expiry; a client_credentials entry asks the authorization
 // server at connect and again near expiry. Tokens stay in memory and in that one file, nowhere else.
+
+import { statSync } from "node:fs";
 import {
   auth,
   type OAuthClientProvider,
@@ -50,6 +52,8 @@ abstract class SharedTokenSource implements TokenSource {
 
 export class StoredGrant extends SharedTokenSource {
   private file: CredentialFile | undefined;
+  /** Identity of the file version `file` came from: a new login or an edit makes it read again. */
+  private version = "";
 
   constructor(
     private readonly path: string,
@@ -58,11 +62,23 @@ export class StoredGrant extends SharedTokenSource {
     super();
   }
 
-  protected current(): string | undefined {
-    return this.file && !needsRefresh(this.file) ? this.file.token_response.access_token : undefined;
+  private stamp(): string {
+    try {
+      const stat = statSync(this.path);
+      return `${stat.ino}:${stat.mtimeMs}:${stat.size}`;
+    } catch {
+      return "";
+    }
   }
 
+  protected current(): string | undefined {
+    if (!this.file || needsRefresh(this.file) || this.stamp() !== this.version) return undefined;
+    return this.file.token_response.access_token;
+  }
+
+  /** Reads the file; the version is taken first, so a write racing the read is noticed next time. */
   private read(): CredentialFile {
+    this.version = this.stamp();
     const file = readCredentialFile(this.path, this.serverUrl);
     if (!file) throw new ReplError("CREDENTIALS_MISSING", OAUTH_GRANT_REQUIRED);
     return file;
@@ -91,7 +107,10 @@ export class StoredGrant extends SharedTokenSource {
       try {
         // Another server may have refreshed while we waited; its rotated token is the one to use.
         file = this.read();
-        if (needsRefresh(file)) file = await this.refresh(file);
+        if (needsRefresh(file)) {
+          file = await this.refresh(file);
+          this.version = this.stamp();
+        }
       } finally {
         lock.release();
       }
