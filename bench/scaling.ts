@@ -3,7 +3,7 @@
 // full of large results, against the same server left small, timed side by side.
 import { LoneEvalLoop } from "./lib/line-child.ts";
 import { type Served, start, textOf } from "./lib/mcp.ts";
-import { type TreeMemory, treeMemory } from "./lib/proc.ts";
+import { cpuUse, processTree, type TreeMemory, treeMemory } from "./lib/proc.ts";
 import {
   CELL,
   type Contenders,
@@ -22,6 +22,8 @@ export const EXTRA_SESSIONS = 8;
 export const NAMESPACE_VARIABLES = 10_000;
 /** Runs of retained history, each with large stdout and return value (the history holds 64). */
 export const HISTORY_RUNS = 64;
+const GROWTH_WARMUP_CALLS = 300;
+const GROWTH_REFILL_PAUSE_MS = 500;
 const HISTORY_CELL = "print('o' * 50_000)\n'r' * 20_000";
 
 export interface SessionsResult {
@@ -100,8 +102,16 @@ export async function extraSessions(c: Contenders, rounds: number): Promise<Sess
 
 export interface GrowthResult {
   /** Back-to-back 1+1 round trips per server: small, large namespace, full history. */
-  samples: Record<"small" | "namespace" | "history", number[]>;
-  memory: Record<"small" | "namespace" | "history", TreeMemory>;
+  samples: Record<GrowthKey, number[]>;
+  /** CPU time per timed call of the server's whole tree (server, guardian, worker), in µs. */
+  cpuUs: Record<GrowthKey, number>;
+  memory: Record<GrowthKey, TreeMemory>;
+}
+
+type GrowthKey = "small" | "namespace" | "history";
+
+function treeCpuUs(pid: number): number {
+  return processTree(pid).reduce((sum, member) => sum + cpuUse(member).cpuUs, 0);
 }
 
 async function fillHistory(served: Served, runs: number): Promise<void> {
@@ -129,25 +139,35 @@ export async function growth(c: Contenders, blocks: number, perBlock: number): P
       throw new Error(`large namespace: the cell answered ${textOf(defined).slice(0, 200)}`);
     }
     await fillHistory(history, HISTORY_RUNS);
-    const targets: Target[] = [
-      toolCall("small", small, "execute_python", CELL),
-      toolCall("namespace", namespace, "execute_python", CELL),
-      toolCall("history", history, "execute_python", CELL),
-    ];
-    const samples = { small: [], namespace: [], history: [] } as GrowthResult["samples"];
-    for (const target of targets) await interleaved([target], 1, 20, 0);
+    const servers: Record<GrowthKey, Served> = { small, namespace, history };
+    const targets: Target[] = (Object.keys(servers) as GrowthKey[]).map((key) =>
+      toolCall(key, servers[key], "execute_python", CELL),
+    );
+    const samples: GrowthResult["samples"] = { small: [], namespace: [], history: [] };
+    const cpu: GrowthResult["cpuUs"] = { small: 0, namespace: 0, history: 0 };
+    // The same warm-up for all three: the grown servers have already served many calls, and a server's
+    // JIT keeps getting faster for the first hundreds of calls, which would flatter them.
+    for (const target of targets) await interleaved([target], 1, GROWTH_WARMUP_CALLS, 0);
     for (let block = 0; block < blocks; block++) {
-      const timed = await interleaved(rotate(targets, block), 1, perBlock, 0);
-      for (const [key, values] of Object.entries(timed)) samples[key as keyof typeof samples].push(...values);
+      for (const target of rotate(targets, block)) {
+        const key = target.key as GrowthKey;
+        const before = treeCpuUs(servers[key].pid);
+        const timed = await interleaved([target], 1, perBlock, 0);
+        cpu[key] += treeCpuUs(servers[key].pid) - before;
+        samples[key].push(...(timed[key] ?? []));
+      }
       await fillHistory(history, perBlock);
+      // The refill's garbage is the server's to collect before the next timed block, not during it.
+      await Bun.sleep(GROWTH_REFILL_PAUSE_MS);
     }
+    for (const key of Object.keys(cpu) as GrowthKey[]) cpu[key] /= blocks * perBlock;
     await Bun.sleep(SETTLE_MS);
     const memory = {
       small: treeMemory(small.pid),
       namespace: treeMemory(namespace.pid),
       history: treeMemory(history.pid),
     };
-    return { samples, memory };
+    return { samples, cpuUs: cpu, memory };
   } finally {
     await Promise.all([small.stop(), namespace.stop(), history.stop()]);
   }
