@@ -75,9 +75,10 @@ export class SessionScope {
     return this.list().some((session) => session.supervisor.active !== undefined);
   }
 
-  /** Nothing to lose: only the default session, and it never started Python. */
+  /** Nothing to lose: only the default session, which never started Python and holds no artifact. */
   get pristine(): boolean {
-    return this.owned.size === 1 && this.default.supervisor.generation === 0 && !this.busy;
+    const idle = this.default.supervisor.generation === 0 && !this.busy;
+    return this.owned.size === 1 && idle && this.artifacts.list(this.default.id).length === 0;
   }
 
   /** Closes every session of the scope, the default one included: their workers stop. */

@@ -216,11 +216,20 @@ describe("ending MCP sessions", () => {
     const server = await serve();
     const worker = await server.connect();
     await worker.run("kept = True");
+    // A client that only stored an artifact has something to lose too.
+    const keeper = await server.connect();
+    writeFileSync(join(server.project, "kept.txt"), "kept bytes");
+    const keeperSession = (await keeper.call("python_health")).structuredContent.server.session_id;
+    const stored = (
+      await keeper.call("artifact_create", { session_id: keeperSession, path: "kept.txt", format: "text" })
+    ).structuredContent;
     // More abandoned initializations than the process has session slots (32).
     for (let i = 0; i < 40; i++) expect((await post(server.url, INITIALIZE)).status).toBe(200);
     const late = await server.connect();
     expect((await late.run("'in'")).return_value).toContain("in");
     expect((await worker.run("kept")).return_value).toBe("true");
+    const read = await keeper.call("artifact_read", { session_id: keeperSession, id: stored.id });
+    expect(read.structuredContent.content).toBe("kept bytes");
   });
 
   test("DELETE closes the client's Python sessions and kills their workers", async () => {

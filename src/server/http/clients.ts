@@ -1,5 +1,5 @@
 // The MCP sessions of the HTTP transport: each has its own SDK transport, MCP server and SessionScope.
-// One ends on DELETE, after its idle timeout, when its slot is needed and it never ran Python, or at
+// One ends on DELETE, after its idle timeout, when its slot is needed and it has nothing to lose, or at
 // shutdown; ending it closes its Python sessions and stops their workers.
 import { randomUUID } from "node:crypto";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
@@ -87,13 +87,13 @@ export class Clients {
   }
 
   // Clients that initialize and vanish without DELETE would otherwise hold every slot until their idle
-  // timeout. One that never ran Python loses nothing by ending: it gets 404 and initializes again.
+  // timeout. One with nothing to lose (SessionScope.pristine) gets 404 and simply initializes again.
   private async evictPristine(): Promise<boolean> {
     let oldest: Client | undefined;
     for (const client of this.byId.values()) {
       if (client.scope.pristine && (!oldest || client.lastSeen < oldest.lastSeen)) oldest = client;
     }
-    if (oldest) await this.end(oldest, "its slot was needed and it never ran Python");
+    if (oldest) await this.end(oldest, "its slot was needed and it had nothing to lose");
     return oldest !== undefined;
   }
 
