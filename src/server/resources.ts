@@ -13,11 +13,15 @@ import { ArtifactMessages, type ArtifactReference, MIME_TYPES } from "../artifac
 import type { ArtifactStore } from "../artifacts/store.ts";
 import { artifactUri, parseArtifactUri } from "../artifacts/uri.ts";
 import { codeOf, describe, ReplError } from "../errors.ts";
-import { ARTIFACT_RESOURCE_MAX_BYTES } from "../limits.ts";
+import { ARTIFACT_RESOURCE_MAX_BYTES, MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
+import { utf8Bytes } from "../text/utf8.ts";
 
 /** JSON-RPC codes the MCP specification gives resource reads. */
 const RESOURCE_NOT_FOUND = -32002;
 const INVALID_PARAMS = ErrorCode.InvalidParams;
+
+/** Room for a text resource's escaped content in one MCP message, leaving the envelope its share. */
+const RESOURCE_TEXT_MAX_BYTES = MCP_MESSAGE_MAX_BYTES - 64 * 1024;
 
 const TOO_LARGE =
   "Artifact is larger than 512 KiB, too large for one MCP message; read it in ranges with artifact_read " +
@@ -90,7 +94,11 @@ export function serveResources(
     const { reference, bytes } = whole;
     const mimeType = MIME_TYPES[reference.format];
     const text = reference.format === "binary" ? undefined : decodeUtf8(bytes);
-    if (text !== undefined) return { contents: [{ uri, mimeType, text }] };
+    // JSON escaping can grow text sixfold (control characters); base64 never grows it past 4/3, so text
+    // that would not fit one message is sent as a blob instead of being dropped by the transport.
+    if (text !== undefined && utf8Bytes(JSON.stringify(text)) <= RESOURCE_TEXT_MAX_BYTES) {
+      return { contents: [{ uri, mimeType, text }] };
+    }
     const blob = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
     return { contents: [{ uri, mimeType, blob }] };
   });

@@ -58,6 +58,13 @@ test("auto-artifacts come with a resource_link; resources/list and resources/rea
   const parsed = await harness.client.readResource({ uri: listed[2]?.uri as string });
   expect(parsed.contents[0]).toMatchObject({ mimeType: "application/json", text: '{"k": [1]}' });
 
+  // Text whose JSON escaping would not fit one message comes as a blob of the same bytes.
+  const controls = (await harness.run("'\\x01' * (500 * 1024)")).artifact;
+  const escaped = await harness.client.readResource({ uri: `repl-mcp://artifacts/${sid}/${controls.id}` });
+  const content = escaped.contents[0] as { mimeType: string; blob: string };
+  expect(content.mimeType).toBe("text/plain");
+  expect(Buffer.from(content.blob, "base64").equals(Buffer.alloc(500 * 1024, 1))).toBe(true);
+
   // Too large for one message, unknown, or under another session's id: clear errors.
   const big = (await harness.run("b'\\x00' * (600 * 1024)")).artifact;
   await expect(harness.client.readResource({ uri: `repl-mcp://artifacts/${sid}/${big.id}` })).rejects.toThrow(
