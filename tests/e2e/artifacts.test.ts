@@ -270,6 +270,11 @@ describe("the store", () => {
     await call("artifact_delete", { id: ref.id });
     await call("artifact_delete", { id: ref.id });
     for (const [tool, value] of results) check(tool, value);
+    // Failures name their code and the session that answered, like every routed tool's.
+    for (const [, value] of results.filter(([, value]) => "error" in value)) {
+      expect(typeof value.error_code).toBe("string");
+      expect(value.session_id).toBe(sid);
+    }
     expect(results.filter(([, value]) => "error" in value)).toHaveLength(5);
   }, 30_000);
 });

@@ -2,9 +2,11 @@
 // forwarded to another MCP server, so that large content never has to pass through the agent's context.
 import * as v from "valibot";
 import { ArtifactFormat, ArtifactReference } from "../../artifacts/reference.ts";
+import { ReplError } from "../../errors.ts";
 import { ARTIFACT_READ_MAX_BYTES } from "../../limits.ts";
 import { ForwardFormat, RangeEncoding } from "../../sessions/artifacts.ts";
-import { SessionId, stamp, ToolFailure } from "./common.ts";
+import type { Session } from "../../sessions/session.ts";
+import { failureOf, RoutedFailure, SessionId, stamp } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
 const WRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
@@ -33,9 +35,20 @@ export const ArtifactOutputs = {
   }),
 };
 
-/** Thrown failures are rendered as {error, error_code} without identity, so the failure shape is open. */
+/** Success or a routed failure: {error, error_code} with the session's identity (contract §1.1). */
 const output = <S extends v.GenericSchema<unknown, Record<string, unknown>>>(schema: S) =>
-  v.union([schema, ToolFailure]);
+  v.union([schema, RoutedFailure]);
+
+/** Runs one artifact operation of a session; its answer and its failures both carry the identity. */
+async function routed<T extends object>(session: Session, work: () => Promise<T> | T) {
+  try {
+    return stamp(session, await work());
+  } catch (error) {
+    // Anything but our own errors is a bug: the server logs it with its stack.
+    if (!(error instanceof ReplError)) throw error;
+    return stamp(session, failureOf(error));
+  }
+}
 
 export const artifactCreate = defineTool({
   name: "artifact_create",
@@ -53,7 +66,7 @@ export const artifactCreate = defineTool({
   annotations: WRITES,
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
-    return stamp(session, await session.artifacts.create(args.path, args.format));
+    return routed(session, () => session.artifacts.create(args.path, args.format));
   },
 });
 
@@ -82,7 +95,7 @@ export const artifactRead = defineTool({
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
-    return stamp(session, await session.artifacts.read(args));
+    return routed(session, () => session.artifacts.read(args));
   },
 });
 
@@ -102,7 +115,7 @@ export const artifactSave = defineTool({
   annotations: WRITES,
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
-    return stamp(session, await session.artifacts.saveFromTool(args.id, args.path, args.overwrite));
+    return routed(session, () => session.artifacts.saveFromTool(args.id, args.path, args.overwrite));
   },
 });
 
@@ -114,7 +127,7 @@ export const artifactDelete = defineTool({
   annotations: WRITES,
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
-    return stamp(session, session.artifacts.delete(args.id));
+    return routed(session, () => session.artifacts.delete(args.id));
   },
 });
 
@@ -139,11 +152,12 @@ export const artifactForward = defineTool({
   annotations: WRITES,
   async handle(args, ctx, call) {
     const session = ctx.sessions.route(args.session_id);
-    const answer = await session.artifacts.forward(args, { runId: null, signal: call.signal });
-    // The SDK already checked it is a CallToolResult; this gives it the published type.
-    const envelope = v.parse(ArtifactOutputs.forward, answer);
-    // A downstream isError becomes ours, and every isError result carries a code.
-    if (envelope.isError === true) return stamp(session, { ...envelope, error_code: "TOOL_ERROR" as const });
-    return stamp(session, envelope);
+    return routed(session, async () => {
+      const answer = await session.artifacts.forward(args, { runId: null, signal: call.signal });
+      // The SDK already checked it is a CallToolResult; this gives it the published type.
+      const envelope = v.parse(ArtifactOutputs.forward, answer);
+      // A downstream isError becomes ours, and every isError result carries a code.
+      return envelope.isError === true ? { ...envelope, error_code: "TOOL_ERROR" as const } : envelope;
+    });
   },
 });
