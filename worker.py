@@ -230,11 +230,19 @@ ARTIFACT_JSON_MAX_DEPTH = 32
 ARTIFACT_JSON_MAX_NODES = 100_000
 ARTIFACT_ERROR_MAX_CHARS = 1_000
 ARTIFACT_FORMATS = ("json", "text", "binary")
+DISPLAYS_MAX_PER_RUN = 32            # displays sent per run; the server inlines at most 8 of them
+DISPLAY_IMAGE_MAX_BYTES = 8_388_608  # one rendered image; larger ones are dropped with a note
+DISPLAY_CHUNK_CHARS = 524_288        # base64 characters per display frame, well inside a frame
+DISPLAY_TEXT_MAX_BYTES = 20_000      # a markdown display or a repr() fallback
+FIGURE_DPI = 100
+FIGURE_MAX_PIXELS = 2_000            # a figure's longer side is rendered at most this many pixels
 
 REPL_FILENAME_PREFIX = "<repl:"
 NAMESPACE_NAME = "__repl__"
 STREAM_NAMES = ("stdout", "stderr")
-HELPER_NAMES = ("sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp")
+HELPER_NAMES = (
+    "sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp", "display"
+)
 # Never listed, checkpointed or restored. The last four are entries every module dict starts with: the
 # namespace is a module's dict so that pickle can find what cells define, not because users set them.
 RESERVED_NAMES = frozenset(
@@ -2253,7 +2261,202 @@ def _make_helpers(namespace, sources):
         function.__qualname__ = name
     helpers["mcp"] = _Mcp()
     helpers.update(ARTIFACT_HELPERS)
+    helpers["display"] = display
     return helpers
+
+
+# =====================================================================================================
+# Displays
+#
+# display(*objects) is an explicit request to show objects, which is what makes calling their own hooks
+# acceptable here (a cell's trailing value never comes through this path). matplotlib figures are
+# rendered by the worker itself, at plt.show() and at the end of a run, without ever importing
+# matplotlib unless the cell did. Each display travels in `display` frames (an image in base64 chunks
+# that each fit a frame); the server decides what is inlined and what is kept aside.
+# =====================================================================================================
+_DISPLAY_IMAGE_HOOKS = (("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg"), ("_repr_svg_", "image/svg+xml"))
+
+
+class _Displays:
+    def __init__(self):
+        self.writer = None
+        self._run_id = None
+        self._count = 0
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def begin(self, run_id):
+        self._run_id, self._count, self._dropped = run_id, 0, 0
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None:
+            _patch_pyplot(pyplot)
+
+    def finish(self, render_figures):
+        """Render the figures the run left open (unless it was interrupted), then close them all."""
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is not None and _agg_backend():
+            try:
+                if render_figures:
+                    GATE.arm(self._run_id)  # rendering a huge figure can be cancelled like the cell
+                    self.show_open_figures(pyplot)
+            except BaseException as exc:  # a broken matplotlib, or a cancel while rendering
+                _note("figures left by run %s not rendered: %r" % (self._run_id, exc))
+            finally:
+                GATE.disarm()
+                try:
+                    pyplot.close("all")
+                except Exception as exc:
+                    _note("figures not closed: %r" % exc)
+        if self._dropped:
+            sys.stderr.write("display(): %d more displays were dropped (at most %d per run)\n"
+                             % (self._dropped, DISPLAYS_MAX_PER_RUN))
+        self._run_id = None
+
+    def show(self, obj):
+        if self._run_id is None:
+            return  # outside a run (a thread that outlived its cell): nowhere to show it
+        if self._count >= DISPLAYS_MAX_PER_RUN:
+            self._dropped += 1
+            return
+        mime, payload = _render_display(obj)
+        if mime.startswith("image/") and len(payload) > DISPLAY_IMAGE_MAX_BYTES:
+            sys.stderr.write("display(): a %s of %d bytes is over the %d-byte limit and was dropped\n"
+                             % (mime, len(payload), DISPLAY_IMAGE_MAX_BYTES))
+            return
+        self._count += 1
+        self._send(mime, payload)
+
+    def show_open_figures(self, pyplot):
+        for number in pyplot.get_fignums():
+            self.show(pyplot.figure(number))
+        pyplot.close("all")
+
+    def _send(self, mime, payload):
+        base = {"type": "display", "id": self._run_id, "mime": mime}
+        if not mime.startswith("image/"):
+            self.writer.send(dict(base, text=payload))
+            return
+        import base64
+
+        data = base64.b64encode(payload).decode("ascii")
+        with self._lock:  # one image's chunks stay together
+            for start in range(0, max(len(data), 1), DISPLAY_CHUNK_CHARS):
+                end = start + DISPLAY_CHUNK_CHARS
+                self.writer.send(dict(base, bytes=len(payload), data=data[start:end], more=end < len(data)))
+
+
+_DISPLAYS = _Displays()
+
+
+def display(*objects):
+    """Show objects in the result: figures and objects with _repr_png_/_repr_jpeg_/_repr_svg_ as images,
+    else _repr_markdown_ or repr() as text. A hook that fails is skipped; the cell goes on."""
+    for obj in objects:
+        _DISPLAYS.show(obj)
+
+
+def _render_display(obj):
+    """(mime, bytes for images or str for text): a figure, the first hook that works, else repr()."""
+    figure_module = sys.modules.get("matplotlib.figure")
+    if figure_module is not None and isinstance(obj, figure_module.Figure):
+        png = _call_display_hook(obj, "savefig", lambda: _figure_png(obj))
+        if isinstance(png, bytes):
+            return "image/png", png
+    for name, mime in _DISPLAY_IMAGE_HOOKS:
+        data = _call_display_hook(obj, name)
+        if mime == "image/svg+xml" and isinstance(data, str):
+            data = _utf8(data)
+        if isinstance(data, (bytes, bytearray, memoryview)) and len(data):
+            return mime, bytes(data)
+    markdown = _call_display_hook(obj, "_repr_markdown_")
+    if isinstance(markdown, str):
+        return "text/markdown", _cut_text(markdown, DISPLAY_TEXT_MAX_BYTES)[0]
+    try:
+        text = repr(obj)
+    except Exception as exc:
+        text = "<%s object; repr() failed: %s>" % (_type_name(type(obj)), _exception_message(exc))
+    if not isinstance(text, str):
+        text = "<%s object>" % _type_name(type(obj))
+    return "text/plain", _cut_text(text, DISPLAY_TEXT_MAX_BYTES)[0]
+
+
+def _call_display_hook(obj, name, call=None):
+    """The hook's value, or None when it is missing or fails (said on stderr; the cell goes on)."""
+    try:
+        if call is None:
+            method = getattr(obj, name, None)
+            if not callable(method):
+                return None
+            call = method
+        value = call()
+        # IPython lets a hook return (data, metadata).
+        if isinstance(value, tuple) and len(value) == 2:
+            value = value[0]
+        return value
+    except Exception as exc:
+        sys.stderr.write("display(): %s.%s failed (%s); trying the next way\n"
+                         % (_type_name(type(obj)), name, _exception_message(exc)))
+        return None
+
+
+def _figure_png(figure):
+    width, height = figure.get_size_inches()
+    dpi = min(FIGURE_DPI, FIGURE_MAX_PIXELS / max(width, height, 0.01))
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
+
+
+def _agg_backend():
+    """True when figures cannot be shown in a window: only then does the worker show them itself."""
+    matplotlib = sys.modules.get("matplotlib")
+    try:
+        return matplotlib is not None and matplotlib.get_backend().lower() == "agg"
+    except Exception:
+        return False
+
+
+def _patch_pyplot(pyplot):
+    """plt.show() during a run sends the open figures as displays and closes them."""
+    original = pyplot.show
+    if getattr(original, "_repl_mcp_show", False):
+        return
+
+    def show(*args, **kwargs):
+        if _DISPLAYS._run_id is None or not _agg_backend():
+            return original(*args, **kwargs)
+        _DISPLAYS.show_open_figures(pyplot)
+        return None
+
+    show._repl_mcp_show = True
+    show.__wrapped__ = original
+    show.__doc__ = original.__doc__
+    pyplot.show = show
+
+
+class _PyplotWatcher:
+    """A meta path finder that only patches matplotlib.pyplot once it has been imported."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib.pyplot":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run_module = loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            try:
+                _patch_pyplot(module)
+            except Exception as exc:
+                _note("plt.show() not patched: %r" % exc)
+
+        loader.exec_module = exec_module
+        return spec
 
 
 # =====================================================================================================
@@ -2430,12 +2633,15 @@ class _Session:
         run_id = command.run_id
         self._pump.begin(run_id)
         self._prepare_process()
+        _DISPLAYS.begin(run_id)
         context = self._context.copy()
         context.run(_RUN_ID.set, run_id)
         if command.source_path is None:
             outcome = self._execute(run_id, command.code, context)
         else:
             outcome = self._execute_file(run_id, command.source_path, command.argv, context)
+        interrupted = isinstance(outcome.error, (KeyboardInterrupt, asyncio.CancelledError))
+        _DISPLAYS.finish(render_figures=not interrupted)
         self._context = context
         cancelled, fatal = self._watch.settle(self.loop, run_id, self._executor)
         _BRIDGE.abandon_run(run_id)
@@ -2697,8 +2903,12 @@ def main():
     # multiprocessing's spawn start method re-runs __main__.__file__ in its children; run directly as
     # `python3 worker.py`, that would be this worker. Without it they start from a plain __main__.
     sys.modules["__main__"].__dict__.pop("__file__", None)
+    # Figures render off-screen unless the user chose a backend; plt.show() then sends them as displays.
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    sys.meta_path.insert(0, _PyplotWatcher())
     writer = _FrameWriter(PROTOCOL_FD)
     _BRIDGE.writer = writer
+    _DISPLAYS.writer = writer
     _CHILDREN.install(writer)
     pump = _OutputPump(writer)
     captures = (_CaptureStream(pump, "stdout"), _CaptureStream(pump, "stderr"))

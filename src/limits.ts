@@ -91,6 +91,21 @@ export const TASK_LIST_PAGE_SIZE = 20;
 /** Tasks remembered across all sessions (refused calls have no run history to bound them). */
 export const TASKS_MAX = 1_024;
 
+// display() and figures. Image sizes are counted as sent (base64), so that a result with the most
+// pictures allowed still fits the 1 MiB message limit next to its text.
+/** Displays inlined in one result; later ones are set aside. */
+export const DISPLAYS_INLINE_MAX = 8;
+/** One inlined image, base64 characters. */
+export const DISPLAY_IMAGE_INLINE_MAX_BYTES = 524_288;
+/** All inlined images of one result together, base64 characters. */
+export const DISPLAY_IMAGES_RESPONSE_MAX_BYTES = 786_432;
+/** The largest image assembled from the worker's chunks: its own 8 MiB cap, in base64. */
+export const DISPLAY_IMAGE_ASSEMBLY_MAX_BYTES = 11_184_812;
+/** Set-aside displays kept as artifacts per run, so one plotting loop cannot evict every other artifact. */
+export const DISPLAY_ARTIFACTS_PER_RUN = 8;
+/** Base64 held for set-aside displays of one run until they are stored (about 24 MiB of pictures). */
+export const DISPLAY_SET_ASIDE_MAX_BYTES = 33_554_432;
+
 // Sessions and the server
 /** Open sessions, the default one included; each may hold a worker. */
 export const SESSIONS_MAX = 32;

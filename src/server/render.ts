@@ -1,19 +1,25 @@
 // Turns a tool's structured value into the MCP CallToolResult (README "Errors"): one text block for
-// people, the structured value for programs, and isError derived from the value itself.
+// people, then the run's inline displays in order (images as image blocks, text as text blocks) and links
+// to artifacts, the structured value for programs, and isError derived from the value itself.
 import type { ArtifactReference } from "../artifacts/reference.ts";
 import { artifactUri } from "../artifacts/uri.ts";
 import { TEXT_PREVIEW_MAX_BYTES, TOOL_RESULT_MAX_BYTES } from "../limits.ts";
 import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
+import type { DisplayRecord } from "../worker/displays.ts";
 import { artifactResource } from "./resources.ts";
 
 type Structured = Record<string, unknown>;
 type TextBlock = { type: "text"; text: string };
+type ImageBlock = { type: "image"; data: string; mimeType: string };
 type LinkBlock = { type: "resource_link" } & ReturnType<typeof artifactResource>;
+/** The text block always comes first; clients and tests read it as content[0]. */
+type Content = [TextBlock, ...Array<TextBlock | ImageBlock | LinkBlock>];
 
 export const PREVIEW_TRUNCATED_NOTE =
   "[Text preview truncated; complete bounded output is in structuredContent.]";
 export const PRESENTATION_OMITTED = "Output presentation omitted; inspect structuredContent.";
+export const PICTURES_OMITTED = "[Inline pictures omitted: with them the result would exceed 1 MB.]";
 
 export function isErrorValue(value: Structured): boolean {
   return (
@@ -53,16 +59,57 @@ function artifactNote(value: Structured): string {
   );
 }
 
+/** One sentence about displays that are not inline, so an agent knows they exist and where they went. */
+function setAsideNote(value: Structured, displays: DisplayRecord[]): string {
+  const aside = displays.filter((display) => !display.inline);
+  if (!aside.length) return "";
+  const count = `${aside.length} display${aside.length === 1 ? "" : "s"}`;
+  const limits = "inline limits: 8 displays, 512 KiB per image, 768 KiB of images per result";
+  const stored = aside.filter((display) => display.artifact);
+  const where = stored.length
+    ? ` ${stored.length === aside.length ? "All" : `${stored.length}`} saved as artifacts: ${stored
+        .map(
+          (display) =>
+            `${display.artifact?.id} (${display.mime}, ${artifactUri(String(value.session_id), display.artifact?.id as string)})`,
+        )
+        .join(", ")}; fetch them with artifact_save or as resources.`
+    : " They could not be kept; see structuredContent.displays.";
+  return `\n[${count} not shown inline (${limits}).${where}]`;
+}
+
+/** The content blocks of a run's displays: inline ones, then links to the ones kept as artifacts. */
+function displayBlocks(
+  value: Structured,
+  displays: DisplayRecord[],
+): Array<TextBlock | ImageBlock | LinkBlock> {
+  const blocks: Array<TextBlock | ImageBlock | LinkBlock> = [];
+  for (const display of displays) {
+    if (!display.inline) continue;
+    if (display.data !== undefined)
+      blocks.push({ type: "image", data: display.data, mimeType: display.mime });
+    else if (display.text !== undefined) blocks.push({ type: "text", text: display.text });
+  }
+  for (const display of displays) {
+    if (!display.artifact || typeof value.session_id !== "string") continue;
+    const resource = artifactResource(value.session_id, display.artifact);
+    blocks.push({ type: "resource_link", ...resource, mimeType: display.mime });
+  }
+  return blocks;
+}
+
 export function render(value: Structured) {
+  const displays = (value.displays as DisplayRecord[] | undefined) ?? [];
   const structured: Structured = { ...value };
   if (isErrorValue(structured) && typeof structured.error_code !== "string") {
     // Every failure path sets its own code; reaching this is a bug, but the agent still gets a code.
     log.error("an error result without error_code:", structured.error);
     structured.error_code = "INTERNAL";
   }
+  // Image data travels in content blocks only, never twice.
+  if (displays.length) structured.displays = displays.map(({ data: _data, ...display }) => display);
   let text = textOf(structured);
-  // The artifact note is what makes a shortened preview usable, so the cut never reaches it.
-  const note = artifactNote(structured);
+  // The artifact notes are what make a shortened preview usable, so the cut never reaches them.
+  const note = artifactNote(structured) + setAsideNote(structured, displays);
   const room = TEXT_PREVIEW_MAX_BYTES - utf8Bytes(note);
   if (utf8Bytes(text) > room) {
     text = `${cutUtf8(text, room).text}\n${PREVIEW_TRUNCATED_NOTE}`;
@@ -74,13 +121,19 @@ export function render(value: Structured) {
     artifact && typeof structured.session_id === "string"
       ? [{ type: "resource_link" as const, ...artifactResource(structured.session_id, artifact) }]
       : [];
-  const result = {
-    content: [{ type: "text", text }, ...link] as [TextBlock, ...LinkBlock[]],
+  const shown = displayBlocks(structured, displays);
+  const result: { content: Content; structuredContent: Structured; isError: boolean } = {
+    content: [{ type: "text", text }, ...shown, ...link],
     structuredContent: structured,
     isError: isErrorValue(structured),
   };
   if (utf8Bytes(JSON.stringify(result)) > TOOL_RESULT_MAX_BYTES) {
-    result.content = [{ type: "text", text: PRESENTATION_OMITTED }, ...link];
+    // Pictures go first: the text and the structured value matter more to an agent.
+    const links = shown.filter((block) => block.type === "resource_link");
+    result.content = [{ type: "text", text: `${text}\n${PICTURES_OMITTED}` }, ...links, ...link];
+    if (utf8Bytes(JSON.stringify(result)) > TOOL_RESULT_MAX_BYTES) {
+      result.content = [{ type: "text", text: PRESENTATION_OMITTED }, ...link];
+    }
   }
   return result;
 }

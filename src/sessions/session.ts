@@ -57,6 +57,7 @@ export class Session {
       maxMemoryMib: options.maxMemoryMib,
       bridge: brokerBridge(options.broker, options.journal, this.id, this.artifacts),
       onRunEnd: (runId) => store.uploads.abortRun(this.id, runId),
+      keepDisplay: (bytes, format) => store.createFromBytes(this.id, bytes, format),
       launch: {
         python: options.python,
         problem: options.problem,

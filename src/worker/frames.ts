@@ -63,6 +63,18 @@ export const JobFrame = v.object({
 });
 export type JobFrame = v.InferOutput<typeof JobFrame>;
 
+/** Part of a display: text whole, an image as a base64 chunk (`more` until its last chunk). */
+export const DisplayFrame = v.object({
+  type: v.literal("display"),
+  id: v.string(),
+  mime: v.pipe(v.string(), v.maxLength(100)),
+  text: v.optional(v.string()),
+  data: v.optional(v.string()),
+  bytes: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
+  more: v.optional(v.boolean()),
+});
+export type DisplayFrame = v.InferOutput<typeof DisplayFrame>;
+
 /** A bridge request from a cell (docs/worker-protocol.md, "Bridge calls"). */
 export const RpcFrame = v.object({
   type: v.literal("rpc"),
@@ -86,6 +98,7 @@ export const WorkerFrame = v.variant("type", [
   JobFrame,
   RpcFrame,
   RpcCancelFrame,
+  DisplayFrame,
 ]);
 export type WorkerFrame = v.InferOutput<typeof WorkerFrame>;
 
@@ -94,7 +107,10 @@ export function parseWorkerFrame(value: unknown): WorkerFrame | undefined {
   const parsed = v.safeParse(WorkerFrame, value);
   if (parsed.success) return parsed.output;
   const type = (value as { type?: unknown } | null)?.type;
-  if (typeof type === "string" && ["ready", "output", "result", "job", "rpc", "rpc_cancel"].includes(type)) {
+  if (
+    typeof type === "string" &&
+    ["ready", "output", "result", "job", "rpc", "rpc_cancel", "display"].includes(type)
+  ) {
     throw new Error(`malformed ${type} frame from worker`);
   }
   return undefined;

@@ -1,12 +1,24 @@
 // The execution result every execution tool returns (README "execute_python"). The valibot schema is the single
 // source of both the TypeScript type and the published output schema; it extends what the worker sends.
 import * as v from "valibot";
+import { ArtifactReference } from "../artifacts/reference.ts";
 import { ErrorCodeName } from "../errors.ts";
 import { CODE_MAX_BYTES, TIMEOUT_MAX_SECONDS, TIMEOUT_MIN_SECONDS } from "../limits.ts";
 import { sizeText } from "../text/size.ts";
 import { WorkerResult } from "./frames.ts";
 
 const { interrupted: _interrupted, fatal: _fatal, error_code: _code, ...fromWorker } = WorkerResult.entries;
+
+/** One display() or figure of a run; `inline` ones come as content blocks after the text block. */
+export const Display = v.object({
+  mime: v.string(),
+  bytes: v.number(),
+  inline: v.boolean(),
+  text: v.optional(v.string()),
+  /** Set when a display beyond the inline limits was kept as an artifact. */
+  artifact: v.optional(ArtifactReference),
+});
+export type Display = v.InferOutput<typeof Display>;
 
 export const ExecutionResult = v.object({
   run_id: v.string(),
@@ -20,8 +32,12 @@ export const ExecutionResult = v.object({
   session_id: v.string(),
   generation: v.number(),
   text_truncated: v.optional(v.boolean()),
+  displays: v.optional(v.array(Display)),
 });
-export type ExecutionResult = v.InferOutput<typeof ExecutionResult>;
+/** Inline images keep their base64 data here until the result is rendered; it never reaches structuredContent. */
+export type ExecutionResult = Omit<v.InferOutput<typeof ExecutionResult>, "displays"> & {
+  displays?: Array<Display & { data?: string }>;
+};
 
 /** A refusal or loss the supervisor reports: its stable code and the message an agent acts on. */
 export interface Failure {

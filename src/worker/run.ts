@@ -3,6 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { LIVE_STREAM_MAX_BYTES, PROGRESS_OUTPUT_MAX_BYTES, PROGRESS_TAIL_MAX_BYTES } from "../limits.ts";
 import { cutUtf8, tailUtf8, utf8Bytes } from "../text/utf8.ts";
+import { Displays } from "./displays.ts";
 import type { ExecutionResult, Failure } from "./result.ts";
 
 export type RunTask =
@@ -15,6 +16,7 @@ export class ActiveRun {
   readonly startedAt = performance.now();
   status: "starting" | "running" = "starting";
   readonly live = { stdout: "", stderr: "" };
+  readonly displays = new Displays();
   private readonly liveBytes = { stdout: 0, stderr: 0 };
   /** The newest output of both streams, kept even after the live buffers are full. */
   private tail = "";

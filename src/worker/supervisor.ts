@@ -16,6 +16,7 @@ import {
 import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
+import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
 import { RunHistory } from "./history.ts";
@@ -35,6 +36,8 @@ export interface SupervisorOptions {
   bridge?: Bridge;
   /** Told when a run on the persistent or a fresh worker ends, however it ended. */
   onRunEnd?: (runId: string) => void;
+  /** Keeps displays beyond the inline limits (as artifacts); absent → they are only described. */
+  keepDisplay?: KeepDisplay;
 }
 
 export interface RunRequest {
@@ -106,6 +109,7 @@ export class Supervisor {
           ...UNTOUCHED,
         });
       })
+      .then((result) => this.keepDisplays(result))
       .then((result) => {
         if (request.record !== false) this.history.add(result);
         return result;
@@ -116,6 +120,12 @@ export class Supervisor {
       });
     request.onRun?.(run);
     return run;
+  }
+
+  /** Set-aside displays become artifacts before the result is answered or enters the history. */
+  private async keepDisplays(result: ExecutionResult): Promise<ExecutionResult> {
+    if (!result.displays) return result;
+    return { ...result, displays: await Displays.keepAside(result.displays, this.options.keepDisplay) };
   }
 
   /** An execution-shaped answer for a request refused before it reached the slot. */
@@ -269,6 +279,7 @@ export class Supervisor {
     const desk = new RpcDesk(worker, this.options.bridge);
     worker.onFrame = (frame) => {
       if (frame.type === "output" && frame.id === run.id) run.appendOutput(frame.stream, frame.text);
+      else if (frame.type === "display" && frame.id === run.id) run.displays.add(frame);
       else if (frame.type === "result" && frame.id === run.id)
         deliver({ kind: "result", result: frame.result });
       else if (frame.type === "rpc") desk.handle(frame, run.id, run.cancelReason !== undefined);
@@ -382,6 +393,7 @@ export class Supervisor {
       elapsed_ms: run.elapsedMs(),
       state_reset: stateReset,
       execution_mode: "persistent",
+      ...displaysOf(run),
     };
   }
 
@@ -395,6 +407,7 @@ export class Supervisor {
       return_value: null,
       elapsed_ms: run.elapsedMs(),
       execution_mode: "persistent",
+      ...displaysOf(run),
       ...fields,
       stdout: stdout.text,
       stderr: stderr.text,
@@ -426,6 +439,11 @@ function startFailure(error: unknown): { error: string; error_code: ErrorCodeNam
     error: describe(error),
     error_code: error instanceof ReplError ? codeOf(error) : "WORKER_START_FAILED",
   };
+}
+
+function displaysOf(run: ActiveRun): Pick<ExecutionResult, "displays"> {
+  const displays = run.displays.list();
+  return displays ? { displays } : {};
 }
 
 /** Refused or failed before touching the worker: nothing about the namespace changed. */

@@ -1,0 +1,143 @@
+// Real matplotlib and Pillow, through the system interpreter that has them (CI installs Debian's
+// python3-matplotlib and python3-pil). Without them these tests skip and say why.
+import { afterEach, beforeEach, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { Harness } from "../support/harness.ts";
+
+const SYSTEM_PYTHON = "/usr/bin/python3";
+
+function missing(): string | undefined {
+  try {
+    const probe = Bun.spawnSync([SYSTEM_PYTHON, "-c", "import matplotlib, PIL"], { stderr: "pipe" });
+    if (probe.exitCode === 0) return undefined;
+    return `${SYSTEM_PYTHON} cannot import matplotlib and PIL (install python3-matplotlib and python3-pil)`;
+  } catch {
+    return `${SYSTEM_PYTHON} does not exist`;
+  }
+}
+
+const reason = missing();
+if (reason) console.warn(`skipping matplotlib/Pillow tests: ${reason}`);
+const real = test.skipIf(reason !== undefined);
+
+let h: Harness;
+beforeEach(async () => {
+  if (!reason) h = await Harness.start({ args: ["--python", SYSTEM_PYTHON] });
+});
+afterEach(async () => {
+  if (!reason) await h.close();
+});
+
+type Block = { type: string; text?: string; data?: string; mimeType?: string };
+
+async function cell(code: string) {
+  const result = await h.call("execute_python", { code });
+  return { ...result, content: result.content as Block[] };
+}
+
+function images(content: Block[]): Block[] {
+  return content.filter((block) => block.type === "image");
+}
+
+/** Width and height from a PNG's IHDR chunk. */
+function pngSize(base64: string): [number, number] {
+  const png = Buffer.from(base64, "base64");
+  return [png.readUInt32BE(16), png.readUInt32BE(20)];
+}
+
+real("the worker runs matplotlib headless (Agg) and plt.show() returns the figure as a PNG", async () => {
+  const result = await cell(
+    "import matplotlib, matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.show()\nprint(matplotlib.get_backend())",
+  );
+  expect(result.isError).toBe(false);
+  expect(result.structuredContent.stdout).toBe("agg\n");
+  const shown = images(result.content);
+  expect(shown.length).toBe(1);
+  expect(shown[0]?.mimeType).toBe("image/png");
+  expect(pngSize(shown[0]?.data as string)).toEqual([640, 480]);
+  // Shown figures are closed: nothing leaks into the next cell.
+  expect((await h.run("import matplotlib.pyplot as plt\nplt.get_fignums()")).value).toEqual([]);
+});
+
+real("figures still open at the end of a cell are rendered once and closed", async () => {
+  const result = await cell(
+    "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.bar([1, 2], [3, 4])\nplt.figure()\nplt.plot([2, 1])\nNone",
+  );
+  expect(images(result.content).length).toBe(2);
+  expect(result.structuredContent.displays.length).toBe(2);
+  const next = await cell("plt.get_fignums()");
+  expect(next.structuredContent.value).toEqual([]);
+  expect(images(next.content).length).toBe(0);
+});
+
+real("a figure object as the trailing value is not rendered implicitly", async () => {
+  const result = await cell(
+    "from matplotlib.figure import Figure\nfig = Figure()\nfig.add_subplot().plot([1, 2])\nfig",
+  );
+  expect(images(result.content).length).toBe(0);
+  expect(result.structuredContent.displays).toBeUndefined();
+  expect(result.structuredContent.return_value).toContain("safe preview omitted");
+  // Asked for explicitly, the same figure is shown.
+  const shown = await cell("display(fig)");
+  expect(images(shown.content).length).toBe(1);
+});
+
+real("Pillow images work through display()", async () => {
+  const result = await cell("from PIL import Image\ndisplay(Image.new('RGB', (30, 20), 'red'))");
+  const shown = images(result.content);
+  expect(shown.length).toBe(1);
+  expect(shown[0]?.mimeType).toBe("image/png");
+  expect(pngSize(shown[0]?.data as string)).toEqual([30, 20]);
+});
+
+real("more than 8 figures: 8 inline, the rest set aside", async () => {
+  const result = await cell(
+    "import matplotlib.pyplot as plt\nfor i in range(10):\n    plt.figure(figsize=(2, 2))\n    plt.plot([i, 0])\n",
+  );
+  expect(images(result.content).length).toBe(8);
+  const displays = result.structuredContent.displays as Array<{ inline: boolean; mime: string }>;
+  expect(displays.length).toBe(10);
+  expect(displays.filter((display) => !display.inline).length).toBe(2);
+  expect(result.content[0]?.text).toContain("2 displays not shown inline");
+  expect(result.content.filter((block) => block.type === "resource_link").length).toBe(2);
+});
+
+real("a huge figure is rendered at a bounded resolution; a huge noisy one is set aside", async () => {
+  const simple = await cell(
+    "import matplotlib.pyplot as plt\nplt.figure(figsize=(200, 100))\nplt.plot([1, 2])\nNone",
+  );
+  const [width, height] = pngSize(images(simple.content)[0]?.data as string);
+  expect(width).toBeLessThanOrEqual(2_000);
+  expect(height).toBeLessThanOrEqual(1_000);
+  const noisy = await cell(
+    "import random\nplt.figure(figsize=(20, 20))\nplt.imshow([[random.random() for _ in range(400)] for _ in range(400)])\nNone",
+  );
+  expect(noisy.isError).toBe(false);
+  expect(images(noisy.content).length).toBe(0);
+  const [display] = noisy.structuredContent.displays;
+  expect(display.inline).toBe(false);
+  expect(display.bytes).toBeGreaterThan(512 * 1024 * 0.75);
+  // Kept as a PNG artifact: saved to a file, it is the whole picture at the bounded resolution.
+  expect(display.artifact.size).toBe(display.bytes);
+  const path = join(h.project, "noisy.png");
+  const saved = await h.call("artifact_save", {
+    session_id: noisy.structuredContent.session_id,
+    id: display.artifact.id,
+    path,
+  });
+  expect(saved.isError).toBe(false);
+  const png = readFileSync(path);
+  expect(png.subarray(1, 4).toString()).toBe("PNG");
+  expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([2_000, 2_000]);
+});
+
+real("a backend the user chose is left alone", async () => {
+  await h.close();
+  h = await Harness.start({ args: ["--python", SYSTEM_PYTHON], env: { MPLBACKEND: "pdf" } });
+  const result = await cell(
+    "import matplotlib, matplotlib.pyplot as plt\nplt.plot([1])\nplt.show()\nmatplotlib.get_backend()",
+  );
+  expect(result.structuredContent.value).toBe("pdf");
+  expect(images(result.content).length).toBe(0);
+});
