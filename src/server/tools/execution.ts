@@ -34,7 +34,8 @@ export const executePython = defineTool({
     "imports and the asyncio loop survive between calls; top-level await works; the trailing expression's " +
     "value is returned as a safe preview that never calls your __repr__ (a value too large for it comes " +
     "back as an artifact reference: use artifact_read). Cells have mcp.call()/mcp.acall(), artifact() " +
-    "for tools of MCP servers the user granted, sh() for shell commands, and checkpoint()/restore(). " +
+    "for tools of MCP servers the user granted, sh() for shell commands, checkpoint()/restore(), and " +
+    "display(obj) to return pictures (matplotlib figures come back as images by themselves). " +
     `timeout is ${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS} s (default ${TIMEOUT_DEFAULT_SECONDS}); code is at most ${sizeText(CODE_MAX_BYTES)}. reset=true ` +
     "restarts the worker, clearing variables, cwd and environment changes. For long work use python_start. " +
     "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
