@@ -2271,8 +2271,9 @@ def _make_helpers(namespace, sources):
 # display(*objects) is an explicit request to show objects, which is what makes calling their own hooks
 # acceptable here (a cell's trailing value never comes through this path). matplotlib figures are
 # rendered by the worker itself, at plt.show() and at the end of a run, without ever importing
-# matplotlib unless the cell did. Each display travels in `display` frames (an image in base64 chunks
-# that each fit a frame); the server decides what is inlined and what is kept aside.
+# matplotlib unless the cell did (pyplot is patched on its first import, see "Deferred imports"). Each
+# display travels in `display` frames (an image in base64 chunks that each fit a frame); the server
+# decides what is inlined and what is kept aside.
 # =====================================================================================================
 _DISPLAY_IMAGE_HOOKS = (("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg"), ("_repr_svg_", "image/svg+xml"))
 
@@ -2336,9 +2337,7 @@ class _Displays:
         if not mime.startswith("image/"):
             self.writer.send(dict(base, text=payload))
             return
-        import base64
-
-        data = base64.b64encode(payload).decode("ascii")
+        data = binascii.b2a_base64(payload, newline=False).decode("ascii")
         with self._lock:  # one image's chunks stay together
             for start in range(0, max(len(data), 1), DISPLAY_CHUNK_CHARS):
                 end = start + DISPLAY_CHUNK_CHARS
@@ -2418,8 +2417,8 @@ def _agg_backend():
 
 def _patch_pyplot(pyplot):
     """plt.show() during a run sends the open figures as displays and closes them."""
-    original = pyplot.show
-    if getattr(original, "_repl_mcp_show", False):
+    original = getattr(pyplot, "show", None)
+    if original is None or getattr(original, "_repl_mcp_show", False):
         return
 
     def show(*args, **kwargs):
@@ -2432,31 +2431,6 @@ def _patch_pyplot(pyplot):
     show.__wrapped__ = original
     show.__doc__ = original.__doc__
     pyplot.show = show
-
-
-class _PyplotWatcher:
-    """A meta path finder that only patches matplotlib.pyplot once it has been imported."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "matplotlib.pyplot":
-            return None
-        import importlib.machinery
-
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        loader = getattr(spec, "loader", None)
-        if loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run_module = loader.exec_module
-
-        def exec_module(module):
-            run_module(module)
-            try:
-                _patch_pyplot(module)
-            except Exception as exc:
-                _note("plt.show() not patched: %r" % exc)
-
-        loader.exec_module = exec_module
-        return spec
 
 
 # =====================================================================================================
@@ -2640,7 +2614,7 @@ class _Session:
             outcome = self._execute(run_id, command.code, context)
         else:
             outcome = self._execute_file(run_id, command.source_path, command.argv, context)
-        interrupted = isinstance(outcome.error, (KeyboardInterrupt, asyncio.CancelledError))
+        interrupted = _is_interruption(outcome.error)
         _DISPLAYS.finish(render_figures=not interrupted)
         self._context = context
         cancelled, fatal = self._watch.settle(self.loop, run_id, self._executor)
@@ -2905,7 +2879,7 @@ def main():
     sys.modules["__main__"].__dict__.pop("__file__", None)
     # Figures render off-screen unless the user chose a backend; plt.show() then sends them as displays.
     os.environ.setdefault("MPLBACKEND", "Agg")
-    sys.meta_path.insert(0, _PyplotWatcher())
+    _FIRST_IMPORTS.on("matplotlib.pyplot", _patch_pyplot)
     writer = _FrameWriter(PROTOCOL_FD)
     _BRIDGE.writer = writer
     _DISPLAYS.writer = writer
