@@ -148,3 +148,18 @@ test("beyond 8 displays, or over the size limits, pictures become artifacts with
   expect(pair.structuredContent.displays.map((d: { inline: boolean }) => d.inline)).toEqual([true, false]);
   expect(pair.content[0]?.text).toContain("1 display not shown inline");
 });
+
+test("saved files can display too, in persistent and fresh mode", async () => {
+  await h.run(`open('show.py', 'w').write(${JSON.stringify(`${PIC}\ndisplay(Pic(5, 2))\n`)})`);
+  const health = await h.health();
+  for (const mode of ["persistent", "fresh"]) {
+    const result = await h.call("python_execute_file", {
+      session_id: health.server.session_id,
+      path: "show.py",
+      mode,
+    });
+    const images = (result.content as Block[]).filter((block) => block.type === "image");
+    expect(images.length).toBe(1);
+    expect(pngWidth(images[0]?.data as string)).toBe(5);
+  }
+});
