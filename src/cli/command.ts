@@ -51,10 +51,9 @@ function parse(raw: string[], flags: Record<string, Flag>): Record<string, unkno
   const table = Object.fromEntries(
     Object.entries(flags).map(([name, { default: _, ...flag }]) => [name, flag]),
   );
+  // The parser's result is a proxy that also answers camelCase names; a plain copy is easier to extend.
   const parsed = { ...(parseArgs(raw, table as Parameters<typeof parseArgs>[1]) as Record<string, unknown>) };
   const known = new Set(["_", "autoconnect", ...Object.keys(flags).flatMap((name) => [name, camel(name)])]);
-  // The parser's result is a proxy that also answers camelCase names; a plain copy is easier to extend.
-
   const unknown = Object.keys(parsed).find((key) => !known.has(key));
   if (unknown !== undefined) {
     const dashes = unknown.length === 1 ? "-" : "--";
