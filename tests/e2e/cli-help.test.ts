@@ -42,7 +42,14 @@ test("--help lists every public flag, the environment and a client configuration
   expect(code).toBe(0);
   expect(stderr).toBe("");
   for (const flag of Object.keys(SERVE_FLAGS)) expect(stdout).toContain(`--${flag}`);
-  for (const flag of ["--journal <path>", "--config <path>", "--help", "--version", "doctor"]) {
+  for (const flag of [
+    "--journal <path>",
+    "--oauth-login <server>",
+    "--config <path>",
+    "--help",
+    "--version",
+    "doctor",
+  ]) {
     expect(stdout).toContain(flag);
   }
   for (const name of [
@@ -103,6 +110,7 @@ test("every usage error: one line and a hint on stderr, exit status 2, nothing o
     [["--config="], "--config needs a value"],
     [["--journal="], "--journal needs a value"],
     [["--journal"], "--journal needs a value"],
+    [["--oauth-login="], "--oauth-login needs a value"],
     [["doctor", "--frobnicate"], "unknown option --frobnicate"],
     [["doctor", "--mcp-scope", "everything"], "--mcp-scope: MCP scopes must be"],
     [["doctor", "extra"], 'unexpected argument "extra"'],
