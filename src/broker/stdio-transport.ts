@@ -1,7 +1,7 @@
 // An SDK client Transport over a stdio MCP peer started through a guardian: the peer lives in its own
 // process group, dies with the server, and can never send us a line over 1 MiB.
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { childEnv } from "../guardian/env.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import {
@@ -11,22 +11,14 @@ import {
   BROKER_PEER_WRITE_STALL_MS,
 } from "../limits.ts";
 import { sizeText } from "../text/size.ts";
-import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
+import { isBlankLine, parseJsonRpcLine } from "../wire/jsonrpc.ts";
+import { encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
 import { WriteQueue } from "../wire/write-queue.ts";
 import type { StdioEntry } from "./config.ts";
 
 const PEER_INVALID = "MCP peer sent invalid data (a line that is not JSON-RPC) and was stopped";
 const PEER_TOO_LARGE = `MCP peer frame exceeds ${sizeText(BROKER_PEER_LINE_MAX_BYTES)}; the peer was stopped`;
 const PEER_STALLED = `MCP peer read none of its input for ${BROKER_PEER_WRITE_STALL_MS / 1000} s and was stopped`;
-
-function parseLine(line: Uint8Array): JSONRPCMessage | undefined {
-  try {
-    const parsed = JSONRPCMessageSchema.safeParse(JSON.parse(decodeLine(line)));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 export class GuardedStdioTransport implements Transport {
   onclose?: () => void;
@@ -86,13 +78,13 @@ export class GuardedStdioTransport implements Transport {
     try {
       for await (const chunk of peer.stdout) {
         for (const line of splitter.push(chunk)) {
-          if (line.length === 0) continue;
-          const parsed = parseLine(line);
-          if (!parsed) {
+          if (isBlankLine(line)) continue;
+          const verdict = parseJsonRpcLine(line);
+          if (!("message" in verdict)) {
             this.stop(peer, PEER_INVALID);
             return;
           }
-          this.onmessage?.(parsed);
+          this.onmessage?.(verdict.message);
         }
       }
     } catch (error) {

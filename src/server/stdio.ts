@@ -2,53 +2,24 @@
 // parsing. A bad line (too long, not UTF-8, not JSON, not JSON-RPC) is dropped whole and answered with a
 // JSON-RPC error whose id is null: one bad line must never cost the sessions their state.
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import { ErrorCode, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { CLIENT_WRITE_QUEUE_MESSAGES, CLIENT_WRITE_STALL_MS, MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
 import { log } from "../log.ts";
 import { sizeText } from "../text/size.ts";
+import { isBlankLine, type LineVerdict, parseJsonRpcLine } from "../wire/jsonrpc.ts";
 import { OVERSIZED, SkippingLineSplitter } from "../wire/lines.ts";
 import { WriteQueue } from "../wire/write-queue.ts";
 
 const encoder = new TextEncoder();
-const utf8 = new TextDecoder("utf-8", { fatal: true });
-
-const PARSE_ERROR = ErrorCode.ParseError;
-const INVALID_REQUEST = ErrorCode.InvalidRequest;
-
-type LineVerdict = { message: JSONRPCMessage } | { code: number; reason: string };
-
-/** What one non-empty input line is: a message to serve, or the error to answer it with. */
+/** What one input line is: a message to serve, or the error to answer it with. */
 function judge(line: Uint8Array | typeof OVERSIZED): LineVerdict {
   if (line === OVERSIZED) {
     return {
-      code: INVALID_REQUEST,
+      code: ErrorCode.InvalidRequest,
       reason: `Message exceeds the ${MCP_MESSAGE_MAX_BYTES}-byte line limit; it was discarded unread`,
     };
   }
-  let text: string;
-  try {
-    text = utf8.decode(line);
-  } catch {
-    return { code: PARSE_ERROR, reason: "Parse error: the line is not valid UTF-8; it was discarded" };
-  }
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    return { code: PARSE_ERROR, reason: "Parse error: the line is not valid JSON; it was discarded" };
-  }
-  const parsed = JSONRPCMessageSchema.safeParse(value);
-  if (!parsed.success) {
-    return {
-      code: INVALID_REQUEST,
-      reason: "Invalid request: the line is not a JSON-RPC 2.0 message; it was discarded",
-    };
-  }
-  return { message: parsed.data };
-}
-
-function isBlank(line: Uint8Array | typeof OVERSIZED): boolean {
-  return line !== OVERSIZED && (line.length === 0 || (line.length === 1 && line[0] === 0x0d));
+  return parseJsonRpcLine(line);
 }
 
 export class StdioTransport implements Transport {
@@ -114,7 +85,7 @@ export class StdioTransport implements Transport {
     try {
       for await (const chunk of Bun.stdin.stream()) {
         for (const line of splitter.push(chunk)) {
-          if (isBlank(line)) continue;
+          if (line !== OVERSIZED && isBlankLine(line)) continue;
           const verdict = judge(line);
           if ("message" in verdict) {
             this.onmessage?.(verdict.message);
