@@ -229,6 +229,20 @@ describe("server signals at every stage", () => {
     });
   }
 
+  for (const signal of ["SIGKILL", "SIGTERM"] as const) {
+    test(`${signal} during an artifact upload`, async () => {
+      const s = await start();
+      const upload = s
+        .run("for i in range(200):\n    artifact_delete(artifact(b'u' * (8 << 20))['id'])")
+        .catch(() => "gone");
+      await waitFor(() => s.children().length >= 2, { timeoutMs: 10_000, what: "the worker" });
+      await Bun.sleep(400);
+      s.proc.kill(signal);
+      await upload;
+      await endsClean(s);
+    });
+  }
+
   test("SIGTERM with an idle live worker exits promptly", async () => {
     const s = await start();
     await s.run("x = 1");
