@@ -2,9 +2,9 @@
 // the server still answers (or exited as the contract says), the tool reported the failure honestly
 // (never a success with missing data), stdout carried only JSON-RPC, and no process of ours survives.
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { STUCK_IN_C, waitFor } from "../support/harness.ts";
+import { STUCK_IN_C, tempDir, waitFor } from "../support/harness.ts";
 import { FaultServer, type FaultServerOptions } from "./server.ts";
 
 const PEERS = resolve(import.meta.dir, "../fixtures/peers");
@@ -242,6 +242,26 @@ describe("server signals at every stage", () => {
       await endsClean(s);
     });
   }
+
+  test("SIGKILL in the middle of a journaled call: the next server says outcome_unknown", async () => {
+    const registry = { rogue: { command: "python3", args: [ROGUE_STDIO], env: { ROGUE_MODE: "hang" } } };
+    const dir = tempDir("repl-mcp-journal-");
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const journal = join(dir, "journal.json");
+    const s = await start({ registry, args: ["--journal", journal] });
+    const cell = s.run("mcp.call('rogue', 'poke', timeout=60)").catch(() => "gone");
+    await waitFor(() => existsSync(journal) && readFileSync(journal, "utf8").includes("dispatched"), {
+      timeoutMs: 15_000,
+      what: "the dispatched record on disk",
+    });
+    s.proc.kill("SIGKILL");
+    await cell;
+    await endsClean(s);
+    const again = await start({ registry, args: ["--journal", journal] });
+    const records = await again.run("[(r['tool'], r['status']) for r in mcp.journal()]");
+    expect(records.value).toEqual([["poke", "outcome_unknown"]]);
+    await survives(again);
+  });
 
   test("SIGTERM with an idle live worker exits promptly", async () => {
     const s = await start();
