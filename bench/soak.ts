@@ -94,10 +94,15 @@ async function main(): Promise<void> {
         const made = await cell(served, `artifact('r${i}-' + 'a' * 20000, format='text')`);
         const id = made.value?.id;
         if (!id) throw new Error(`artifact() returned ${JSON.stringify(made).slice(0, 300)}`);
-        const read = await served.call("artifact_read", { id, offset: 0, length: 16 });
+        const read = await served.call("artifact_read", {
+          session_id: made.session_id,
+          id,
+          offset: 0,
+          length: 16,
+        });
         if (!textOf(read).includes(`r${i}-`))
           throw new Error(`artifact_read ${i}: ${textOf(read).slice(0, 200)}`);
-        await served.call("artifact_delete", { id });
+        await served.call("artifact_delete", { session_id: made.session_id, id });
       });
     } else console.error("[soak] artifact round trips skipped: this build has no artifact tools");
   } finally {
