@@ -199,6 +199,8 @@ export const OAUTH_CALLBACK_READ_TIMEOUT_SECONDS = 5;
 export const OAUTH_REFRESH_MARGIN_SECONDS = 60;
 /** Waiting for another process that is refreshing the same credential file. */
 export const OAUTH_REFRESH_LOCK_WAIT_MS = 30_000;
+/** How often a waiter retries a held lock file: short next to any lock wait, cheap in CPU. */
+export const LOCK_RETRY_INTERVAL_MS = 25;
 
 // Artifacts: whole values kept on the server so they never flood the agent's context.
 /** One artifact's content; larger values should be saved to disk by the cell itself. */

@@ -71,7 +71,7 @@ export class Broker {
     return this.options.project;
   }
 
-  /** Names cells may use; none while the broker is disabled (contract §5.1: an empty registry). */
+  /** Names cells may use; none while the broker is disabled (README: the registry is empty then). */
   servers(): string[] {
     const registry = this.current();
     this.refuseBroken(registry);

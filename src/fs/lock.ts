@@ -5,6 +5,7 @@
 import { dlopen, FFIType, read } from "bun:ffi";
 import { closeSync, constants, fstatSync, openSync } from "node:fs";
 import { basename, dirname, extname, join } from "node:path";
+import { LOCK_RETRY_INTERVAL_MS } from "../limits.ts";
 import { PRIVATE_FILE_MODE } from "./atomic.ts";
 import { PrivateFileError } from "./private-file.ts";
 
@@ -13,7 +14,6 @@ const LOCK_NB = 4;
 const LOCK_UN = 8;
 const EWOULDBLOCK = new Set([11, 35]); // Linux EAGAIN, Darwin EWOULDBLOCK
 const EINTR = 4;
-const POLL_INTERVAL_MS = 25;
 
 /** `journal.json` → `journal.lock`; a name without an extension gets `.lock` appended. */
 export function lockPathFor(path: string): string {
@@ -120,6 +120,6 @@ export async function lockExclusive(
   for (;;) {
     const lock = tryLockExclusive(path, label);
     if (lock || Date.now() >= deadline || signal?.aborted) return lock;
-    await Bun.sleep(Math.min(POLL_INTERVAL_MS, Math.max(1, deadline - Date.now())));
+    await Bun.sleep(Math.min(LOCK_RETRY_INTERVAL_MS, Math.max(1, deadline - Date.now())));
   }
 }

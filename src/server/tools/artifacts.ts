@@ -35,7 +35,7 @@ export const ArtifactOutputs = {
   }),
 };
 
-/** Success or a routed failure: {error, error_code} with the session's identity (contract §1.1). */
+/** Success or a routed failure: {error, error_code} with the session's identity (README "Errors"). */
 const output = <S extends v.GenericSchema<unknown, Record<string, unknown>>>(schema: S) =>
   v.union([schema, RoutedFailure]);
 
