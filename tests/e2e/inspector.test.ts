@@ -1,26 +1,14 @@
 // A real third-party client: the MCP Inspector's CLI lists the tools and runs one cell.
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
-import { join } from "node:path";
-import { BINARY, tempDir } from "../support/harness.ts";
+import { tempDir } from "../support/harness.ts";
+import { runInspector } from "../support/inspector.ts";
 
-const INSPECTOR = join(import.meta.dir, "../../node_modules/.bin/mcp-inspector");
 const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function inspector(...args: string[]) {
-  const proc = Bun.spawn([INSPECTOR, "--cli", BINARY, ...args], {
-    cwd: dir,
-    env: { ...process.env, HOME: dir, XDG_CACHE_HOME: join(dir, ".cache") },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
+  const { stdout, stderr, code } = await runInspector(dir, ...args);
   if (code !== 0) throw new Error(`inspector exited ${code}: ${stderr}`);
   return JSON.parse(stdout);
 }

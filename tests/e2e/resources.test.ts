@@ -4,7 +4,8 @@ import { afterAll, afterEach, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ResourceListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { BINARY, Harness, tempDir, waitFor } from "../support/harness.ts";
+import { Harness, tempDir, waitFor } from "../support/harness.ts";
+import { runInspector } from "../support/inspector.ts";
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -84,25 +85,9 @@ test("auto-artifacts come with a resource_link; resources/list and resources/rea
   expect((await harness.client.listResources()).resources.map((r) => r.name)).not.toContain(json.id);
 }, 30_000);
 
-const INSPECTOR = join(import.meta.dir, "../../node_modules/.bin/mcp-inspector");
 const dir = tempDir();
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-async function inspector(...args: string[]) {
-  const proc = Bun.spawn([INSPECTOR, "--cli", BINARY, ...args], {
-    cwd: dir,
-    env: { ...process.env, HOME: dir, XDG_CACHE_HOME: join(dir, ".cache") },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { stdout, stderr, code };
-}
+const inspector = (...args: string[]) => runInspector(dir, ...args);
 
 test("the MCP Inspector lists resources and templates, reads them, and accepts resource_link results", async () => {
   const listed = await inspector("--method", "resources/list");
