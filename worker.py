@@ -258,10 +258,10 @@ MESSAGE_LEFT_THREADS = (
     "Join threads before the cell ends; use mcp.acall for concurrent bridge calls."
 )
 
-# Written to fd 2 after each cell so the server can tell which native stderr bytes belong to which run
-# (see src/worker/native-stderr.ts; not yet described in docs/worker-protocol.md).
 MESSAGE_FOREIGN_CALL = "MCP calls must belong to their originating active cell; use mcp.acall for concurrency"
 MESSAGE_BRIDGE_TIMEOUT = "MCP request got no answer within %.2f s; external outcome is unknown, request was not retried"
+# Written to fd 2 after a cell whose native stderr the server may not have read yet, so it can tell
+# which bytes belong to which run (docs/worker-protocol.md, "Protecting the stream").
 STDERR_BARRIER = "\x1erepl-mcp-barrier:{}\x1e\n"
 
 
@@ -348,6 +348,46 @@ def _write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+class _Fd2Probe:
+    """Whether everything written to fd 2 so far has already been read by whoever reads it.
+
+    Linux counts the bytes still queued: FIONREAD on a pipe, TIOCOUTQ (SIOCOUTQ: sent but not yet
+    consumed) on the Unix socket a Bun parent hands out as stderr. Once the server has read them all, the
+    result frame it is about to read comes after them, so the per-cell barrier line can be left out.
+    Anywhere else (another system, a file, a terminal) the answer is "cannot tell" and the barrier stays.
+    """
+
+    def __init__(self):
+        self._requests = None
+
+    def drained(self):
+        if self._requests is None:
+            self._requests = self._load()
+        try:
+            mode = os.fstat(2).st_mode
+            request = self._requests.get(stat.S_IFMT(mode))
+            if request is None:
+                return False
+            import fcntl
+
+            return fcntl.ioctl(2, request, b"\0\0\0\0") == b"\0\0\0\0"
+        except (OSError, ImportError):
+            return False
+
+    @staticmethod
+    def _load():
+        if not sys.platform.startswith("linux"):
+            return {}
+        try:
+            import termios
+        except ImportError:
+            return {}
+        return {stat.S_IFIFO: termios.FIONREAD, stat.S_IFSOCK: termios.TIOCOUTQ}
+
+
+_FD2 = _Fd2Probe()
 
 
 def _note(message):
@@ -2671,10 +2711,13 @@ class _Session:
         self._send_result(run_id, result)
 
     def _send_result(self, run_id, result):
-        try:
-            _write_all(2, _utf8(STDERR_BARRIER.format(run_id)))
-        except OSError:
-            pass
+        if _FD2.drained():
+            result["stderr_barrier"] = False
+        else:
+            try:
+                _write_all(2, _utf8(STDERR_BARRIER.format(run_id)))
+            except OSError:
+                pass
         self._writer.send({"type": "result", "id": run_id, "result": result})
 
     def _execute(self, run_id, code, context):

@@ -46,6 +46,8 @@ export const WorkerResult = v.object({
   fatal: v.optional(v.boolean()),
   exit_code: v.optional(v.number()),
   namespace: v.optional(v.record(v.string(), v.unknown())),
+  /** false: the server had already read all of fd 2 when the result was sent, so no barrier follows. */
+  stderr_barrier: v.optional(v.boolean()),
   /** Set only when the worker itself failed (a bug), not the cell. */
   error_code: v.optional(v.literal("INTERNAL")),
 });

@@ -379,10 +379,18 @@ export class Supervisor {
     result: WorkerResult,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
-    await worker.stderr.barrier(run.id, STDERR_DRAIN_BARRIER_MS);
+    // Without a barrier the worker saw fd 2 fully read before it wrote this result, and what the
+    // runtime reads reaches the stderr drain in the order it was read: nothing of the cell's is missing.
+    if (result.stderr_barrier !== false) await worker.stderr.barrier(run.id, STDERR_DRAIN_BARRIER_MS);
     const native = worker.stderr.take();
     const stderr = cutUtf8(result.stderr + native.text, STREAM_CAPTURE_MAX_BYTES);
-    const { interrupted: _interrupted, fatal, error_code: internal, ...fields } = result;
+    const {
+      interrupted: _interrupted,
+      fatal,
+      error_code: internal,
+      stderr_barrier: _barrier,
+      ...fields
+    } = result;
     return {
       ...this.identity(),
       ...fields,

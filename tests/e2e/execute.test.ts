@@ -74,6 +74,19 @@ describe("cells", () => {
     expect((await h.run("1 + 1")).value).toBe(2);
   });
 
+  test("native stderr lands in its own cell's result, with or without the barrier line", async () => {
+    // Some cells end before the server has read their fd 2 bytes (the worker then writes the barrier),
+    // others after (no barrier): either way each result holds exactly its own bytes.
+    for (let i = 0; i < 40; i++) {
+      const code =
+        i % 2 === 0
+          ? `import os\nos.write(2, b'native-${i}\\n')`
+          : `import os, time\nos.write(2, b'native-${i}\\n')\ntime.sleep(0.01)`;
+      const result = await h.run(code);
+      expect(result.stderr).toBe(`native-${i}\n`);
+    }
+  });
+
   test("print to stderr and lone surrogates are captured safely", async () => {
     const result = await h.run("import sys\nprint('warn', file=sys.stderr)\nprint('\\ud800')");
     expect(result.stderr).toContain("warn");
