@@ -1,19 +1,9 @@
 // Byte-bounded text: limits are in UTF-8 bytes and a cut never splits a character.
 const encoder = new TextEncoder();
 
+/** The length of `text` in UTF-8 as the encoder writes it (a lone surrogate becomes 3 bytes of U+FFFD). */
 export function utf8Bytes(text: string): number {
-  // Fast path: all-ASCII strings are as long in bytes as in code units.
-  let bytes = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x80) bytes += 1;
-    else if (c < 0x800) bytes += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
-      bytes += 4;
-      i++;
-    } else bytes += 3;
-  }
-  return bytes;
+  return Buffer.byteLength(text, "utf8");
 }
 
 /** Cuts `text` to at most `maxBytes` UTF-8 bytes at a character boundary. */

@@ -16,6 +16,8 @@ export interface WriteQueueOptions {
   what: string;
 }
 
+const DONE = Promise.resolve();
+
 export class WriteQueue {
   private queued = 0;
   private tail: Promise<void> = Promise.resolve();
@@ -28,7 +30,24 @@ export class WriteQueue {
     private readonly onStall: () => void,
   ) {}
 
-  async push(bytes: Uint8Array): Promise<void> {
+  push(bytes: Uint8Array): Promise<void> {
+    // The common case, once per message: nothing queued and the pipe takes the line at once. It costs
+    // no promise chain and no timer; anything else goes through the queue below.
+    if (this.queued === 0 && !this.closed) {
+      let flushed: number | Promise<number>;
+      try {
+        this.sink.write(bytes);
+        flushed = this.sink.flush();
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      if (typeof flushed === "number") return DONE;
+      return this.track(this.settle(flushed, Date.now() + this.options.timeoutMs));
+    }
+    return this.enqueue(bytes);
+  }
+
+  private async enqueue(bytes: Uint8Array): Promise<void> {
     const { what, timeoutMs } = this.options;
     const deadline = Date.now() + timeoutMs;
     while (this.queued >= this.options.lines) {
@@ -40,13 +59,16 @@ export class WriteQueue {
       }
     }
     if (this.closed) throw new Error(`${what} is closed`);
+    return this.track(this.tail.then(() => this.write(bytes, deadline)));
+  }
+
+  /** Counts a write in flight until it settles; later lines queue behind it. */
+  private track(write: Promise<void>): Promise<void> {
     this.queued++;
-    const done = this.tail
-      .then(() => this.write(bytes, deadline))
-      .finally(() => {
-        this.queued--;
-        this.roomWaiters.shift()?.();
-      });
+    const done = write.finally(() => {
+      this.queued--;
+      this.roomWaiters.shift()?.();
+    });
     this.tail = done.catch(() => {});
     return done;
   }
@@ -82,6 +104,11 @@ export class WriteQueue {
     const flushed = this.sink.flush();
     // Usually the pipe takes the frame at once: then there is nothing to time out, and no timer to arm.
     if (typeof flushed === "number") return;
+    await this.settle(flushed, deadline);
+  }
+
+  /** Waits for a flush the pipe could not take at once, up to the line's deadline. */
+  private async settle(flushed: Promise<number>, deadline: number): Promise<void> {
     await withTimeout(flushed, deadline - Date.now(), () => {
       this.onStall();
       throw new Error(`${this.options.what} write stalled for ${this.options.timeoutMs / 1000} s`);

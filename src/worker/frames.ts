@@ -93,29 +93,31 @@ export const RpcCancelFrame = v.object({
   run_id: v.optional(v.string()),
 });
 
-export const WorkerFrame = v.variant("type", [
-  ReadyFrame,
-  OutputFrame,
-  ResultFrame,
-  JobFrame,
-  RpcFrame,
-  RpcCancelFrame,
-  DisplayFrame,
-]);
+/** Each frame type the server handles, by its `type`. */
+const FRAMES = {
+  ready: ReadyFrame,
+  output: OutputFrame,
+  result: ResultFrame,
+  job: JobFrame,
+  rpc: RpcFrame,
+  rpc_cancel: RpcCancelFrame,
+  display: DisplayFrame,
+} as const;
+
+export const WorkerFrame = v.variant("type", Object.values(FRAMES));
 export type WorkerFrame = v.InferOutput<typeof WorkerFrame>;
 
-/** Frames of types this server does not handle yet are ignored, as the protocol allows. */
+/**
+ * Frames of types this server does not handle yet are ignored, as the protocol allows; a known type
+ * that does not match its schema means the worker is broken. (Looked up by type rather than through
+ * the variant: this runs for every frame.)
+ */
 export function parseWorkerFrame(value: unknown): WorkerFrame | undefined {
-  const parsed = v.safeParse(WorkerFrame, value);
-  if (parsed.success) return parsed.output;
   const type = (value as { type?: unknown } | null)?.type;
-  if (
-    typeof type === "string" &&
-    ["ready", "output", "result", "job", "rpc", "rpc_cancel", "display"].includes(type)
-  ) {
-    throw new Error(`malformed ${type} frame from worker`);
-  }
-  return undefined;
+  if (typeof type !== "string" || !Object.hasOwn(FRAMES, type)) return undefined;
+  const parsed = v.safeParse(FRAMES[type as keyof typeof FRAMES], value);
+  if (parsed.success) return parsed.output as WorkerFrame;
+  throw new Error(`malformed ${type} frame from worker`);
 }
 
 /** Written by the worker to its fd 2 after a cell, so the server knows it has read all native stderr. */

@@ -73,6 +73,9 @@ export class Supervisor {
   private lost = false;
   private closed = false;
   private realPython: string | undefined;
+  /** The memory check of the run in progress, and the interval that calls it. */
+  private memoryCheck: (() => void) | undefined;
+  private memoryTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(private readonly options: SupervisorOptions) {}
 
@@ -100,26 +103,36 @@ export class Supervisor {
     // an abort event that fired before we listened would otherwise be lost.
     if (request.signal?.aborted) onClientCancel();
     else request.signal?.addEventListener("abort", onClientCancel, { once: true });
-    run.done = this.drive(run, request)
-      .catch((error) => {
+    run.done = this.finish(run, request, onClientCancel);
+    request.onRun?.(run);
+    return run;
+  }
+
+  /** Drives a run to its final result, which the history keeps; the slot is free once it settles. */
+  private async finish(
+    run: ActiveRun,
+    request: RunRequest,
+    onClientCancel: () => void,
+  ): Promise<ExecutionResult> {
+    try {
+      let result: ExecutionResult;
+      try {
+        result = await this.drive(run, request);
+      } catch (error) {
         log.error("run failed inside the supervisor (a bug):", error);
-        return this.result(run, {
+        result = this.result(run, {
           error: `Internal error: ${describe(error)}`,
           error_code: "INTERNAL",
           ...UNTOUCHED,
         });
-      })
-      .then((result) => this.keepDisplays(result))
-      .then((result) => {
-        if (request.record !== false) this.history.add(result);
-        return result;
-      })
-      .finally(() => {
-        request.signal?.removeEventListener("abort", onClientCancel);
-        if (this.active === run) this.active = undefined;
-      });
-    request.onRun?.(run);
-    return run;
+      }
+      if (result.displays) result = await this.keepDisplays(result);
+      if (request.record !== false) this.history.add(result);
+      return result;
+    } finally {
+      request.signal?.removeEventListener("abort", onClientCancel);
+      if (this.active === run) this.active = undefined;
+    }
   }
 
   /** Set-aside displays become artifacts before the result is answered or enters the history. */
@@ -289,7 +302,7 @@ export class Supervisor {
     const onCancel = () => deliver({ kind: "cancelled" });
     run.signal.addEventListener("abort", onCancel, { once: true });
     const deadline = setTimeout(() => run.cancel(Failures.timedOut), request.timeoutSeconds * 1000);
-    const rssTimer = this.watchMemory(worker, () => deliver({ kind: "rss" }));
+    const unwatch = this.watchMemory(worker, () => deliver({ kind: "rss" }));
     const loss = (failure: Failure) => this.afterLoss(run, worker, failure, stateReset);
 
     try {
@@ -311,7 +324,7 @@ export class Supervisor {
     } finally {
       clearTimeout(deadline);
       for (const unhook of unhooks) unhook();
-      if (rssTimer) clearInterval(rssTimer);
+      unwatch();
       run.signal.removeEventListener("abort", onCancel);
       desk.abortAll();
       worker.onFrame = () => {};
@@ -431,13 +444,26 @@ export class Supervisor {
     };
   }
 
-  private watchMemory(worker: WorkerProcess, onOver: () => void): ReturnType<typeof setInterval> | undefined {
+  /**
+   * Samples the worker's RSS while the run lasts. One interval serves runs that follow each other, so
+   * a burst of short cells arms no timer per cell; the first tick that finds no run stops it.
+   */
+  private watchMemory(worker: WorkerProcess, onOver: () => void): () => void {
     const limitBytes = this.options.maxMemoryMib * 1024 * 1024;
-    if (limitBytes <= 0) return undefined;
-    return setInterval(() => {
+    if (limitBytes <= 0) return () => {};
+    const check = () => {
       const rss = residentBytes(worker.ready.pid);
       if (rss !== undefined && rss > limitBytes) onOver();
+    };
+    this.memoryCheck = check;
+    this.memoryTimer ??= setInterval(() => {
+      if (this.memoryCheck) return this.memoryCheck();
+      clearInterval(this.memoryTimer);
+      this.memoryTimer = undefined;
     }, RSS_SAMPLE_INTERVAL_MS);
+    return () => {
+      if (this.memoryCheck === check) this.memoryCheck = undefined;
+    };
   }
 }
 
