@@ -110,6 +110,7 @@ export class Uploads {
 
   /** A cell ended (however it ended): what it left unfinished is dropped. */
   abortRun(owner: string, runId: string): void {
+    if (this.open.size === 0) return;
     for (const upload of [...this.open.values()]) {
       if (upload.owner === owner && upload.runId === runId) this.discard(upload);
     }

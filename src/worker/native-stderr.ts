@@ -8,6 +8,7 @@ const RS = 0x1e;
 const NL = 0x0a;
 const MARKER_MAX_BYTES = 160;
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 const PREFIX = encoder.encode(BARRIER_PREFIX);
 
 function startsWith(data: Uint8Array, at: number, prefix: Uint8Array): boolean {
@@ -82,13 +83,15 @@ export class NativeStderr {
 
   /** The text captured so far, for live polling. */
   peek(): string {
+    if (this.bytes === 0) return "";
+    if (this.parts.length === 1) return decoder.decode(this.parts[0]);
     const joined = new Uint8Array(this.bytes);
     let offset = 0;
     for (const part of this.parts) {
       joined.set(part, offset);
       offset += part.length;
     }
-    return new TextDecoder().decode(joined);
+    return decoder.decode(joined);
   }
 
   private push(chunk: Uint8Array): void {
@@ -117,7 +120,7 @@ export class NativeStderr {
       }
       if (end !== -1 && end - at < MARKER_MAX_BYTES && startsWith(data, at, PREFIX) && data[end - 1] === RS) {
         this.keep(data.subarray(start, at));
-        const id = new TextDecoder().decode(data.subarray(at + PREFIX.length, end - 1));
+        const id = decoder.decode(data.subarray(at + PREFIX.length, end - 1));
         this.seen.add(id);
         if (this.waiter?.id === id) this.waiter.resolve();
         start = end + 1;
