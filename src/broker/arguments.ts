@@ -74,37 +74,15 @@ function schemaWithinBounds(schema: unknown): boolean {
 let validator: Promise<AjvJsonSchemaValidator> | undefined;
 /** Compiled checks by schema text: catalogues are re-fetched, so the same schema returns as a new object. */
 const compiled = new Map<string, (input: unknown) => boolean>();
+/** The same, by schema object: a cached catalogue hands out the same object call after call. */
+const bySchema = new WeakMap<object, (input: unknown) => boolean>();
 
-/** Loaded on first use: the validator compiles a large library the server does not otherwise need. */
 export async function validateAgainstSchema(schema: unknown, args: Record<string, unknown>): Promise<void> {
   if (!schema || typeof schema !== "object") return;
-  if (!schemaWithinBounds(schema)) {
-    throw new ReplError(
-      "LIMIT_EXCEEDED",
-      "MCP tool inputSchema exceeds the broker's validation bounds; the call was not sent",
-    );
-  }
-  const key = JSON.stringify(schema);
-  let check = compiled.get(key);
+  let check = bySchema.get(schema);
   if (!check) {
-    if (compiled.size >= BROKER_COMPILED_SCHEMAS_MAX) {
-      // The validator keeps every schema it compiled; starting a new one is how its memory is released.
-      compiled.clear();
-      validator = undefined;
-    }
-    // One shared import: concurrent first calls must not each start loading the module.
-    validator ??= import("@modelcontextprotocol/sdk/validation/ajv-provider.js").then(
-      ({ AjvJsonSchemaValidator }) => new AjvJsonSchemaValidator(),
-    );
-    const ajv = await validator;
-    let validate: ReturnType<typeof ajv.getValidator>;
-    try {
-      validate = ajv.getValidator(schema as Parameters<typeof ajv.getValidator>[0]);
-    } catch {
-      throw new ReplError("MCP_PROTOCOL", "MCP tool inputSchema cannot be compiled; the call was not sent");
-    }
-    check = (input) => validate(input).valid;
-    compiled.set(key, check);
+    check = await compile(schema);
+    bySchema.set(schema, check);
   }
   if (!check(args)) {
     throw new ReplError(
@@ -112,4 +90,36 @@ export async function validateAgainstSchema(schema: unknown, args: Record<string
       "MCP arguments violate inputSchema; inspect mcp.help(server, tool). Values are omitted from diagnostics",
     );
   }
+}
+
+/** Loaded on first use: the validator compiles a large library the server does not otherwise need. */
+async function compile(schema: object): Promise<(input: unknown) => boolean> {
+  if (!schemaWithinBounds(schema)) {
+    throw new ReplError(
+      "LIMIT_EXCEEDED",
+      "MCP tool inputSchema exceeds the broker's validation bounds; the call was not sent",
+    );
+  }
+  const key = JSON.stringify(schema);
+  const known = compiled.get(key);
+  if (known) return known;
+  if (compiled.size >= BROKER_COMPILED_SCHEMAS_MAX) {
+    // The validator keeps every schema it compiled; starting a new one is how its memory is released.
+    compiled.clear();
+    validator = undefined;
+  }
+  // One shared import: concurrent first calls must not each start loading the module.
+  validator ??= import("@modelcontextprotocol/sdk/validation/ajv-provider.js").then(
+    ({ AjvJsonSchemaValidator }) => new AjvJsonSchemaValidator(),
+  );
+  const ajv = await validator;
+  let validate: ReturnType<typeof ajv.getValidator>;
+  try {
+    validate = ajv.getValidator(schema as Parameters<typeof ajv.getValidator>[0]);
+  } catch {
+    throw new ReplError("MCP_PROTOCOL", "MCP tool inputSchema cannot be compiled; the call was not sent");
+  }
+  const check = (input: unknown) => validate(input).valid;
+  compiled.set(key, check);
+  return check;
 }

@@ -22,6 +22,18 @@ export function granted(entry: ServerEntry, tool: string): boolean {
   return entry.allowedTools === undefined || entry.allowedTools.includes(tool);
 }
 
+const entryKeys = new WeakMap<ServerEntry, string>();
+
+/** Catalogues are cached by the whole entry (its grants shape the list); entries are immutable. */
+function entryKey(entry: ServerEntry): string {
+  let key = entryKeys.get(entry);
+  if (key === undefined) {
+    key = JSON.stringify(entry);
+    entryKeys.set(entry, key);
+  }
+  return key;
+}
+
 export class Catalogues {
   private readonly cache = new Map<string, { at: number; tools: Tool[] }>();
 
@@ -37,7 +49,7 @@ export class Catalogues {
     deadline: number,
     signal?: AbortSignal,
   ): Promise<Tool[]> {
-    const key = JSON.stringify(entry);
+    const key = entryKey(entry);
     const hit = this.cache.get(key);
     if (hit && Date.now() - hit.at < BROKER_CATALOGUE_TTL_MS) return hit.tools;
     const tools: Tool[] = [];

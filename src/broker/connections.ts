@@ -42,8 +42,16 @@ export class Connection {
   }
 }
 
+const keys = new WeakMap<ServerEntry, string>();
+
+/** The identity of an entry's transport; entries are immutable, so it is computed once per entry. */
 export function transportKey(entry: ServerEntry): string {
-  return JSON.stringify(entry.transport);
+  let key = keys.get(entry);
+  if (key === undefined) {
+    key = JSON.stringify(entry.transport);
+    keys.set(entry, key);
+  }
+  return key;
 }
 
 export class ConnectionPool {
