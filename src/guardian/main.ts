@@ -3,16 +3,23 @@
 // EOF (the server exited, even by SIGKILL, or closed it on purpose) or the child exits, it kills the
 // child, every registered job group, and finally its own group. It never touches the child's stdio:
 // the child inherits the pipes the server created, so frames flow without an extra hop.
-import { writeSync } from "node:fs";
+//
+// One guardian runs beside every worker and stdio peer, so it stays small: it writes its events
+// through a FileSink rather than node:fs (whose module costs about 0.4 MiB of heap per process), and
+// the server starts it without a JIT (see guardian/spawn.ts).
 import * as v from "valibot";
 import { GUARDIAN_SPEC_MAX_BYTES } from "../limits.ts";
 import { decodeLine, LineSplitter } from "../wire/lines.ts";
 import { signalGroup } from "./kill.ts";
-import { CONTROL_FD, ControlMessage, EVENT_FD, type GuardianEvent } from "./protocol.ts";
+import { CONTROL_FD, ControlMessage, EVENT_FD, type GuardianEvent, type SpawnSpec } from "./protocol.ts";
 
+const events = Bun.file(EVENT_FD).writer();
+
+/** Queues one event line; written at once when the socket has room, flushed before the guardian exits. */
 function emit(event: GuardianEvent): void {
   try {
-    writeSync(EVENT_FD, `${JSON.stringify(event)}\n`);
+    events.write(`${JSON.stringify(event)}\n`);
+    void Promise.resolve(events.flush()).catch(() => {});
   } catch {
     // The server is gone; the lifeline will end us.
   }
@@ -24,15 +31,18 @@ export async function runGuardian(): Promise<never> {
   const jobs = new Set<number>();
   let child: ReturnType<typeof Bun.spawn> | undefined;
 
-  const finish = (code: number): never => {
+  const finish = async (code: number): Promise<never> => {
     if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     for (const pgid of jobs) signalGroup(pgid, "SIGKILL");
+    try {
+      await events.flush();
+    } catch {}
     // Whatever else is left in our group (the child's own children) goes too, and so do we.
     signalGroup(process.pid, "SIGKILL");
     process.exit(code);
   };
-  process.on("SIGTERM", () => finish(143));
-  process.on("SIGHUP", () => finish(129));
+  process.on("SIGTERM", () => void finish(143));
+  process.on("SIGHUP", () => void finish(129));
 
   const splitter = new LineSplitter(GUARDIAN_SPEC_MAX_BYTES);
   try {
@@ -43,28 +53,8 @@ export async function runGuardian(): Promise<never> {
         else if (message.type === "job_done") jobs.delete(message.pgid);
         else if (child) throw new Error("a guardian runs one child");
         else {
-          const { spec } = message;
-          try {
-            child = Bun.spawn([spec.program, ...spec.args], {
-              cwd: spec.cwd,
-              env: spec.env,
-              stdio: ["inherit", "inherit", "inherit"],
-            });
-          } catch (error) {
-            emit({ type: "error", message: (error as Error).message });
-            finish(1);
-          }
-          const started = child;
-          if (!started) finish(1);
-          emit({ type: "spawned", pid: started?.pid ?? 0 });
-          void started?.exited.then(() => {
-            emit({
-              type: "exit",
-              code: started.exitCode,
-              signal: started.signalCode === null ? null : String(started.signalCode),
-            });
-            finish(0);
-          });
+          child = start(message.spec, () => void finish(0));
+          if (!child) return finish(1);
         }
       }
     }
@@ -73,4 +63,32 @@ export async function runGuardian(): Promise<never> {
   }
   // Control EOF: the server is gone or let us go.
   return finish(0);
+}
+
+/**
+ * Starts the child with exactly the environment of its spec (never the guardian's own), reports its
+ * pid and later its exit, then calls `exited`. Returns undefined, having reported why, if it could not.
+ */
+function start(spec: SpawnSpec, exited: () => void): ReturnType<typeof Bun.spawn> | undefined {
+  let child: ReturnType<typeof Bun.spawn>;
+  try {
+    child = Bun.spawn([spec.program, ...spec.args], {
+      cwd: spec.cwd,
+      env: spec.env,
+      stdio: ["inherit", "inherit", "inherit"],
+    });
+  } catch (error) {
+    emit({ type: "error", message: (error as Error).message });
+    return undefined;
+  }
+  emit({ type: "spawned", pid: child.pid });
+  void child.exited.then(() => {
+    emit({
+      type: "exit",
+      code: child.exitCode,
+      signal: child.signalCode === null ? null : String(child.signalCode),
+    });
+    exited();
+  });
+  return child;
 }

@@ -20,6 +20,14 @@ function guardianCommand(): string[] {
   return [...self, GUARDIAN_FLAG, "0"];
 }
 
+/**
+ * JavaScriptCore options for the guardian alone. It runs a few lines of JavaScript and then waits, so
+ * the interpreter serves it as well as a JIT would, for 0.5 MiB less memory per guardian, no compiler
+ * thread and a slightly faster start. They are in the guardian's own environment only: the child gets
+ * exactly the environment of its spec.
+ */
+const GUARDIAN_ENV = { BUN_JSC_useJIT: "0" };
+
 export interface ChildExit {
   code: number | null;
   signal: string | null;
@@ -44,7 +52,7 @@ export class GuardedProcess {
     const proc = Bun.spawn(guardianCommand(), {
       stdio: ["pipe", "pipe", options.stderr, "pipe", "pipe"],
       detached: true,
-      env: { ...process.env },
+      env: { ...process.env, ...GUARDIAN_ENV },
     });
     this.pgid = proc.pid;
     this.stdin = proc.stdin;
