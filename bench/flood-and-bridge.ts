@@ -12,7 +12,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { start, stopAll } from "./lib/mcp.ts";
 import { rssKiB } from "./lib/proc.ts";
-import { cleanEnv, compileBinary, output, timeCommand } from "./lib/spawn.ts";
+import { cleanEnv, compileReference, output, timeCommand } from "./lib/spawn.ts";
 import { formatMs, formatRatio, median, percentile } from "./lib/stats.ts";
 import { table } from "./lib/table.ts";
 
@@ -32,7 +32,7 @@ async function main(): Promise<void> {
   try {
     const python = output(["python3", "-c", "import sys; print(sys.executable)"], env);
     const reference = join(tmp, "trivial-server");
-    compileBinary(join(root, "bench/references/trivial-server.ts"), reference, root);
+    await compileReference(root, reference, python);
     const spec = (label: string, command: string, args: string[]) => ({
       label,
       command,

@@ -19,7 +19,7 @@ import {
 import { release, tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
 import { leftovers, type ServerSpec, stopAll, withServer } from "./lib/mcp.ts";
-import { COMPILE_FLAGS, cleanEnv, compileBinary, output } from "./lib/spawn.ts";
+import { COMPILE_FLAGS, cleanEnv, compileReference, output } from "./lib/spawn.ts";
 import { type Contenders, firstCellLatency, memory, spawnToInitialize, warmRoundTrips } from "./phases.ts";
 import { type Header, render } from "./report.ts";
 import { extraSessions, growth } from "./scaling.ts";
@@ -113,7 +113,7 @@ async function main(): Promise<void> {
 
     process.stderr.write("bench: compiling the reference server\n");
     const trivialBinary = join(tmp, "trivial-server");
-    compileBinary(join(references, "trivial-server.ts"), trivialBinary, root);
+    await compileReference(root, trivialBinary, python);
     // A private copy, so a rebuild of dist/ during the run cannot mix two builds in one report.
     const replBinary = join(tmp, "repl-mcp");
     copyFileSync(binary, replBinary);
@@ -165,7 +165,7 @@ async function main(): Promise<void> {
         : contenders.workerScript,
       reference: "bench/references/trivial-server.ts",
       referenceBytes: statSync(trivialBinary).size,
-      compileFlags: COMPILE_FLAGS.join(" "),
+      compileFlags: [...COMPILE_FLAGS, "--bytecode-order=<a profile of its own run>"].join(" "),
       loadBefore,
       loadAfter: loadAverage(),
     };

@@ -9,13 +9,22 @@
 // Cross-compiling uses Bun's own runtime for the target platform. For any target other than the
 // host, Bun fetches that runtime from the npm registry (package @oven/bun-<os>-<cpu>) the first time
 // and caches it under ~/.bun/install/cache (or $BUN_INSTALL_CACHE_DIR); later builds are offline.
-import { copyFileSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import pkg from "../package.json" with { type: "json" };
 import { checksumFile, packExecutable, sha256Hex } from "./archive.ts";
-import { compile } from "./build.ts";
+import { compile, PRODUCT_ENTRY, recordProductProfile } from "./build.ts";
 
 const root = resolve(dirname(new URL(import.meta.url).pathname), "..");
 
@@ -114,10 +123,10 @@ function clearOldAssets(outdir: string): void {
   }
 }
 
-async function compileTarget(target: ReleaseTarget, outfile: string): Promise<void> {
+async function compileTarget(target: ReleaseTarget, outfile: string, bytecodeOrder: string[]): Promise<void> {
   const needsDownload = target !== hostTarget() && !runtimeIsCached(target);
   try {
-    await compile({ target: `bun-${target}`, outfile });
+    await compile({ entry: PRODUCT_ENTRY, target: `bun-${target}`, outfile, bytecodeOrder });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     // Bun has printed its own diagnostics above; add the one cause it does not spell out.
@@ -168,7 +177,11 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
 
   const assets: ReleaseAsset[] = [];
   const packing: Promise<void>[] = [];
+  // One profile of a host build lays out the bytecode of every target (release/profile.ts).
+  const profileDir = mkdtempSync(join(tmpdir(), "repl-mcp-release-profile-"));
   try {
+    log("recording the bytecode profile");
+    const bytecodeOrder = await recordProductProfile(profileDir);
     for (const target of targets) {
       const runtime = target === hostTarget() ? "host" : runtimeIsCached(target) ? "cached" : "to download";
       log(`compiling ${target} (Bun runtime: ${runtime})`);
@@ -177,7 +190,7 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
       const workdir = join(outdir, `.build-${target}`);
       rmSync(workdir, { recursive: true, force: true });
       const built = join(workdir, "repl-mcp");
-      await compileTarget(target, built);
+      await compileTarget(target, built, bytecodeOrder);
       const binaryPath = join(outdir, binaryAssetName(target));
       renameSync(built, binaryPath);
       rmSync(workdir, { recursive: true, force: true });
@@ -214,6 +227,8 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
     await Promise.allSettled(packing);
     clearOldAssets(outdir);
     throw error;
+  } finally {
+    rmSync(profileDir, { recursive: true, force: true });
   }
 
   const installer = join(outdir, INSTALLER_NAME);

@@ -1,6 +1,7 @@
 // Plain process helpers: timing a short-lived command, running one for its output, compiling a reference.
 import { closeSync } from "node:fs";
-import { COMPILE_FLAGS } from "../../release/build.ts";
+import { join } from "node:path";
+import { COMPILE_FLAGS, profiledCompile } from "../../release/build.ts";
 
 /** The flags release/build.ts compiles the product with; the reference gets exactly the same. */
 export { COMPILE_FLAGS };
@@ -25,9 +26,26 @@ export function output(argv: string[], env: Record<string, string>, cwd?: string
 }
 
 /** Compiles `entry` into a standalone binary with this Bun; run from the checkout so the SDK resolves. */
-export function compileBinary(entry: string, outfile: string, root: string): void {
-  output([process.execPath, "build", ...COMPILE_FLAGS, entry, "--outfile", outfile], { ...cleanEnv() }, root);
-  if (!Bun.file(outfile).size) throw new Error(`compiling ${entry} produced no ${outfile}`);
+/**
+ * Compiles the reference server (bench/references/trivial-server.ts) exactly as the product is built:
+ * the same flags, and a bytecode profile recorded from its own run as the composed floor.
+ */
+export async function compileReference(root: string, outfile: string, python: string): Promise<void> {
+  const references = join(root, "bench/references");
+  await profiledCompile({
+    entry: join(references, "trivial-server.ts"),
+    outfile,
+    session: {
+      args: ["--eval-loop", python, join(references, "eval-loop.py")],
+      calls: [
+        { name: "noop", arguments: {} },
+        { name: "execute_python", arguments: { code: "1+1" } },
+        { name: "execute_python", arguments: { code: "x = [i * i for i in range(10)]\nprint(x)\nx[-1]" } },
+        { name: "execute_python", arguments: { code: "1/0" } },
+      ],
+    },
+  });
+  if (!Bun.file(outfile).size) throw new Error(`compiling the reference produced no ${outfile}`);
 }
 
 /** process.env without undefined values, as Bun.spawn and the SDK transport want it. */
