@@ -8,8 +8,6 @@ import type { HttpOptions } from "./cli/http.ts";
 import { describe } from "./errors.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
-import { serveHttp } from "./server/http/serve.ts";
-import { loadToken, StartupError, TOKEN_ENV } from "./server/http/token.ts";
 import { serveStdio } from "./server/server.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
 import { Sessions } from "./sessions/registry.ts";
@@ -76,6 +74,11 @@ export async function serve(options: ServeOptions): Promise<void> {
 
 /** Listens until a signal; a refusal (no safe token, port taken) ends the process with status 2. */
 async function startHttp(sessions: Sessions, http: HttpOptions, maxMemoryMib: number) {
+  // Loaded on demand: a stdio server never pages in the HTTP transport (nor node:crypto with it).
+  const [{ serveHttp }, { loadToken, StartupError, TOKEN_ENV }] = await Promise.all([
+    import("./server/http/serve.ts"),
+    import("./server/http/token.ts"),
+  ]);
   try {
     const token = loadToken(http.authTokenFile, process.env[TOKEN_ENV]);
     const server = serveHttp(sessions, { ...http, token, maxMemoryMib });

@@ -1,6 +1,5 @@
 // Checks and encodings of artifact bytes: UTF-8 for text and JSON, bounded JSON, and the three range
 // encodings of artifact_read.
-import { createHash } from "node:crypto";
 import { type ErrorCodeName, ReplError } from "../errors.ts";
 import { ARTIFACT_JSON_MAX_DEPTH } from "../limits.ts";
 import { type ArtifactFormat, ArtifactMessages } from "./reference.ts";
@@ -54,7 +53,7 @@ export function encodeRange(bytes: Uint8Array, encoding: RangeEncoding): string 
 }
 
 export function sha256Hex(bytes: Uint8Array): string {
-  return createHash("sha256").update(bytes).digest("hex");
+  return new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 }
 
 export const fail = (message: string, code: ErrorCodeName) => new ReplError(code, message);

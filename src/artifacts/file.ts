@@ -1,6 +1,5 @@
 // The private file behind one artifact: created 0600 in the temp directory with an unguessable name and
 // unlinked at once, so only this process's descriptor reaches the bytes and a crash leaves nothing.
-import { randomUUID } from "node:crypto";
 import { constants } from "node:fs";
 import { type FileHandle, open, unlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,7 +9,7 @@ export class PrivateFile {
   private constructor(private readonly handle: FileHandle) {}
 
   static async create(): Promise<PrivateFile> {
-    const path = join(tmpdir(), `.repl-mcp-artifact-${randomUUID()}`);
+    const path = join(tmpdir(), `.repl-mcp-artifact-${crypto.randomUUID()}`);
     const flags = constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
     const handle = await open(path, flags, 0o600);
     try {

@@ -1,7 +1,6 @@
 // Saving an artifact to disk: the bytes go to a private temp file beside the destination, are flushed,
 // and only then appear under the destination's name — by a hard link when the name must not exist yet
 // (the kernel refuses atomically if it does), or by a rename over it when overwriting was asked for.
-import { randomUUID } from "node:crypto";
 import { constants } from "node:fs";
 import { link, open, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
@@ -11,7 +10,7 @@ import { ArtifactMessages } from "./reference.ts";
 export async function saveBeside(destination: string, bytes: Uint8Array, overwrite: boolean): Promise<void> {
   const directory = dirname(destination);
   if (!basename(destination)) throw new ReplError("ARTIFACT_PATH", ArtifactMessages.destinationRelative);
-  const temp = join(directory, `.repl-artifact-save-${randomUUID()}`);
+  const temp = join(directory, `.repl-artifact-save-${crypto.randomUUID()}`);
   let handle: Awaited<ReturnType<typeof open>>;
   try {
     const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;

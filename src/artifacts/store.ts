@@ -3,7 +3,6 @@
 // a whole (entries and bytes); the oldest artifacts are evicted only when a new one commits, so a
 // failed import never costs an existing artifact. Whole-content jobs are bounded and never queue: an
 // agent is told to retry instead of waiting behind someone else's 16 MiB copy.
-import { randomUUID } from "node:crypto";
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { isAbsolute } from "node:path";
@@ -176,7 +175,7 @@ export class ArtifactStore {
   /** Publishes a file holding finished content, then evicts the oldest others over the bounds. */
   adopt(owner: string, file: PrivateFile, size: number, sha256: string, format: ArtifactFormat) {
     const reference: ArtifactReference = {
-      id: randomUUID(),
+      id: crypto.randomUUID(),
       size,
       format,
       sha256,

@@ -1,7 +1,6 @@
 // Uploads of values from cells: begin, appends of ≤ 32 KiB chunks at the current size, then commit (or
 // abort). Each upload belongs to the session and the run that began it, writes straight into a private
 // file and hashes as it goes, so committing a 16 MiB value costs no second pass over binary content.
-import { createHash, type Hash, randomUUID } from "node:crypto";
 import {
   ARTIFACT_CHUNK_BASE64_CHARS,
   ARTIFACT_CHUNK_BYTES,
@@ -20,7 +19,7 @@ interface Upload {
   format: ArtifactFormat;
   file: PrivateFile;
   size: number;
-  hash: Hash;
+  hash: Bun.CryptoHasher;
   /** Appends are written in order; commit waits for the last one. */
   writing: Promise<void>;
   failed: boolean;
@@ -49,13 +48,13 @@ export class Uploads {
       this.starting--;
     }
     const upload: Upload = {
-      id: randomUUID(),
+      id: crypto.randomUUID(),
       owner,
       runId,
       format,
       file,
       size: 0,
-      hash: createHash("sha256"),
+      hash: new Bun.CryptoHasher("sha256"),
       writing: Promise.resolve(),
       failed: false,
     };

@@ -2,7 +2,6 @@
 // brokers: who called what, when, and how it ended. Never arguments, never results. With --journal the
 // same records are also kept on disk (journal-file.ts) so that after a crash the agent can still see
 // which external writes may have happened.
-import { randomUUID } from "node:crypto";
 import * as v from "valibot";
 import { ReplError } from "../errors.ts";
 import {
@@ -74,7 +73,7 @@ export class Journal {
   }): JournalRecord {
     const now = Date.now();
     const record: JournalRecord = {
-      id: `${now}-${randomUUID()}`,
+      id: `${now}-${crypto.randomUUID()}`,
       session_id: cut(fields.session_id, JOURNAL_TEXT_MAX_CHARS),
       project: cut(fields.project, JOURNAL_PROJECT_MAX_CHARS),
       run_id: fields.run_id === null ? null : cut(fields.run_id, JOURNAL_TEXT_MAX_CHARS),

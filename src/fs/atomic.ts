@@ -1,7 +1,6 @@
 // Private files are written whole or not at all: a temp file created with mode 0600 (never chmod'ed
 // later, so no moment of wider access), fsync, rename over the target, then fsync of the directory so
 // the rename itself survives a power cut. node:fs is used on purpose: Bun's writer creates files 0644.
-import { randomUUID } from "node:crypto";
 import { closeSync, constants, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
@@ -11,7 +10,7 @@ export const PRIVATE_FILE_MODE = 0o600;
 
 /** A sibling name no other writer uses; a leftover from a crash is recognisable by its suffix. */
 function tempPath(path: string): string {
-  return join(dirname(path), `.${basename(path)}.${randomUUID()}.part`);
+  return join(dirname(path), `.${basename(path)}.${crypto.randomUUID()}.part`);
 }
 
 const bytesOf = (content: string | Uint8Array) =>

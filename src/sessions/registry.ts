@@ -1,7 +1,6 @@
 // All sessions of this process, whichever MCP client opened them: the process-wide limits (sessions,
 // concurrent opens, the artifact store) and the brokers live here. Clients see sessions only through their
 // own SessionScope (scope.ts), which owns their default session and routes their session_ids.
-import { randomUUID } from "node:crypto";
 import { realpathSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { ArtifactStore } from "../artifacts/store.ts";
@@ -30,7 +29,7 @@ export interface SessionsOptions {
 }
 
 export class Sessions {
-  readonly serverId = randomUUID();
+  readonly serverId = crypto.randomUUID();
   private readonly byId = new Map<string, Session>();
   private opening = 0;
   readonly journal: Journal;

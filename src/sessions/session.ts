@@ -1,6 +1,5 @@
 // A session: a named namespace bound to a project directory and an interpreter, with its own worker,
 // run history and generation.
-import { randomUUID } from "node:crypto";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import type { Journal } from "../broker/journal.ts";
@@ -29,7 +28,7 @@ export interface SessionOptions {
 }
 
 export class Session {
-  readonly id = randomUUID();
+  readonly id = crypto.randomUUID();
   readonly serverId: string;
   readonly name: string;
   readonly project: string;

@@ -1,6 +1,5 @@
 // One execution attempt while it holds a session's slot: what it is, how far it got, its live output,
 // and the switch that cancels it. The supervisor drives it; tools only read it or pull the switch.
-import { randomUUID } from "node:crypto";
 import { LIVE_STREAM_MAX_BYTES, PROGRESS_OUTPUT_MAX_BYTES, PROGRESS_TAIL_MAX_BYTES } from "../limits.ts";
 import { cutUtf8, tailUtf8, utf8Bytes } from "../text/utf8.ts";
 import { Displays } from "./displays.ts";
@@ -12,7 +11,7 @@ export type RunTask =
   | { kind: "inventory" };
 
 export class ActiveRun {
-  readonly id = randomUUID();
+  readonly id = crypto.randomUUID();
   readonly startedAt = performance.now();
   status: "starting" | "running" = "starting";
   readonly live = { stdout: "", stderr: "" };

@@ -1,6 +1,5 @@
 // Python cannot open a path inside the binary's virtual filesystem, so the embedded worker is written
 // once to a private, content-addressed cache file and run from there.
-import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -47,13 +46,13 @@ let cached: string | undefined;
 
 export function workerSourcePath(): string {
   if (cached && existsSync(cached)) return cached;
-  const digest = createHash("sha256").update(WORKER_SOURCE).digest("hex");
+  const digest = new Bun.CryptoHasher("sha256").update(WORKER_SOURCE).digest("hex");
   const dir = cacheDir();
   const path = join(dir, `worker-${digest.slice(0, 24)}.py`);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   let intact = false;
   try {
-    intact = createHash("sha256").update(readFileSync(path)).digest("hex") === digest;
+    intact = new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex") === digest;
   } catch {}
   if (!intact) writePrivateFileAtomic(path, WORKER_SOURCE);
   cached = path;
