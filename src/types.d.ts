@@ -1,5 +1,6 @@
-// worker.py is embedded into the bundle as text.
+// worker.py is embedded into the binary as a file: importing it gives a path that readFileSync opens
+// (inside the executable once compiled, in the checkout otherwise).
 declare module "*.py" {
-  const text: string;
-  export default text;
+  const path: string;
+  export default path;
 }

@@ -3,7 +3,7 @@
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
-import WORKER_SOURCE from "../../worker.py" with { type: "text" };
+import WORKER_FILE from "../../worker.py" with { type: "file" };
 import { writePrivateFileAtomic } from "../fs/atomic.ts";
 
 /**
@@ -46,7 +46,9 @@ let cached: string | undefined;
 
 export function workerSourcePath(): string {
   if (cached && existsSync(cached)) return cached;
-  const digest = new Bun.CryptoHasher("sha256").update(WORKER_SOURCE).digest("hex");
+  // Read from the bundle only here, so its 120 KB never stay in the server's heap.
+  const source = readFileSync(WORKER_FILE);
+  const digest = new Bun.CryptoHasher("sha256").update(source).digest("hex");
   const dir = cacheDir();
   const path = join(dir, `worker-${digest.slice(0, 24)}.py`);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -54,7 +56,7 @@ export function workerSourcePath(): string {
   try {
     intact = new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex") === digest;
   } catch {}
-  if (!intact) writePrivateFileAtomic(path, WORKER_SOURCE);
+  if (!intact) writePrivateFileAtomic(path, source);
   cached = path;
   return path;
 }
