@@ -6,6 +6,7 @@ import { openDurableJournal } from "./broker/journal-file.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import type { HttpOptions } from "./cli/http.ts";
 import { describe } from "./errors.ts";
+import { serving } from "./jit.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
 import { serveStdio } from "./server/server.ts";
@@ -66,9 +67,12 @@ export async function serve(options: ServeOptions): Promise<void> {
 
   if (options.http) {
     closeHttp = await startHttp(sessions, options.http, options.maxMemoryMib);
+    serving();
     return;
   }
-  await serveStdio({ sessions: new SessionScope(sessions), maxMemoryMib: options.maxMemoryMib });
+  const served = serveStdio({ sessions: new SessionScope(sessions), maxMemoryMib: options.maxMemoryMib });
+  serving();
+  await served;
   await stop(0);
 }
 
