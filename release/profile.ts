@@ -56,9 +56,10 @@ export async function recordBytecodeOrder(
       },
       stdin: "pipe",
       stdout: "pipe",
-      stderr: "ignore",
+      stderr: "pipe",
       detached: true,
     });
+    const stderr = new Response(proc.stderr).text();
     const timer = setTimeout(() => killGroup(proc.pid), RECORDING_TIMEOUT_MS);
     try {
       await converse(proc, session);
@@ -66,7 +67,10 @@ export async function recordBytecodeOrder(
       if (code !== 0) throw new Error(`exited with code ${code} at the end of the session`);
     } catch (error) {
       killGroup(proc.pid);
-      throw new Error(`recording a bytecode profile of ${binary} failed: ${(error as Error).message}`);
+      const said = (await stderr).trim().slice(-2000);
+      throw new Error(
+        `recording a bytecode profile of ${binary} failed: ${(error as Error).message}${said ? `\n${said}` : ""}`,
+      );
     } finally {
       clearTimeout(timer);
     }
@@ -82,7 +86,7 @@ export async function recordBytecodeOrder(
 }
 
 /** Plays the session over stdio, each request answered before the next, then closes stdin. */
-async function converse(proc: Bun.Subprocess<"pipe", "pipe", "ignore">, session: ProfileSession) {
+async function converse(proc: Bun.Subprocess<"pipe", "pipe", "pipe">, session: ProfileSession) {
   const replies = lines(proc.stdout);
   const request = async (id: number, method: string, params: Record<string, unknown>) => {
     proc.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method, params })}\n`);
