@@ -17,6 +17,8 @@ export const CLIENT_WRITE_STALL_MS = 30_000;
 export const GUARDIAN_SPEC_MAX_BYTES = 1_048_576;
 /** How long the server keeps trying to hand a guardian its control line before giving up on it. */
 export const GUARDIAN_CONTROL_WRITE_TIMEOUT_MS = 5_000;
+/** How long a guardian that is ending waits for its last events to reach the server before it goes. */
+export const GUARDIAN_EVENT_FLUSH_MS = 200;
 
 // Results
 /** A whole CallToolResult; over it, the text block is replaced (clients cap results near 1 MB). */

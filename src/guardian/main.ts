@@ -8,7 +8,8 @@
 // through a FileSink rather than node:fs (whose module costs about 0.4 MiB of heap per process), and
 // the server starts it without a JIT (see guardian/spawn.ts).
 import * as v from "valibot";
-import { GUARDIAN_SPEC_MAX_BYTES } from "../limits.ts";
+import { GUARDIAN_EVENT_FLUSH_MS, GUARDIAN_SPEC_MAX_BYTES } from "../limits.ts";
+import { waitAtMost } from "../timeout.ts";
 import { decodeLine, LineSplitter } from "../wire/lines.ts";
 import { signalGroup } from "./kill.ts";
 import { CONTROL_FD, ControlMessage, EVENT_FD, type GuardianEvent, type SpawnSpec } from "./protocol.ts";
@@ -34,9 +35,8 @@ export async function runGuardian(): Promise<never> {
   const finish = async (code: number): Promise<never> => {
     if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     for (const pgid of jobs) signalGroup(pgid, "SIGKILL");
-    try {
-      await events.flush();
-    } catch {}
+    // The child and the jobs are already gone: a server that reads nothing cannot hold the rest up.
+    await waitAtMost(Promise.resolve(events.flush()), GUARDIAN_EVENT_FLUSH_MS);
     // Whatever else is left in our group (the child's own children) goes too, and so do we.
     signalGroup(process.pid, "SIGKILL");
     process.exit(code);
