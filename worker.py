@@ -351,40 +351,46 @@ def _write_all(fd, data):
 
 
 class _Fd2Probe:
-    """Whether everything written to fd 2 so far has already been read by whoever reads it.
+    """Whether everything written to the server's stderr channel so far has already been read.
 
-    Linux counts the bytes still queued: FIONREAD on a pipe, TIOCOUTQ (SIOCOUTQ: sent but not yet
-    consumed) on the Unix socket a Bun parent hands out as stderr. Once the server has read them all, the
-    result frame it is about to read comes after them, so the per-cell barrier line can be left out.
-    Anywhere else (another system, a file, a terminal) the answer is "cannot tell" and the barrier stays.
+    The channel is the fd 2 the worker started with, kept on a private descriptor because a cell may
+    point fd 2 elsewhere while fd 1, children and C code still write to the original. Linux counts the
+    bytes still queued on it: FIONREAD on a pipe, TIOCOUTQ (SIOCOUTQ: sent but not yet consumed) on the
+    Unix socket a Bun parent hands out. Once the server has read them all, the result frame it is about
+    to read comes after them, so the per-cell barrier line can be left out. Anywhere else (another
+    system, a file, a terminal) the answer is "cannot tell" and the barrier stays; it is written to the
+    same private descriptor, so it reaches the server even when a cell moved fd 2.
     """
 
     def __init__(self):
-        self._requests = None
+        try:
+            self.fd = os.dup(2)  # not inherited by children
+        except OSError:
+            self.fd = 2
+        self._request = None
 
     def drained(self):
-        if self._requests is None:
-            self._requests = self._load()
+        if self._request is None:
+            self._request = self._load()
+        if not self._request:
+            return False
         try:
-            mode = os.fstat(2).st_mode
-            request = self._requests.get(stat.S_IFMT(mode))
-            if request is None:
-                return False
             import fcntl
 
-            return fcntl.ioctl(2, request, b"\0\0\0\0") == b"\0\0\0\0"
+            return fcntl.ioctl(self.fd, self._request, b"\0\0\0\0") == b"\0\0\0\0"
         except (OSError, ImportError):
             return False
 
-    @staticmethod
-    def _load():
+    def _load(self):
         if not sys.platform.startswith("linux"):
-            return {}
+            return 0
         try:
             import termios
-        except ImportError:
-            return {}
-        return {stat.S_IFIFO: termios.FIONREAD, stat.S_IFSOCK: termios.TIOCOUTQ}
+
+            kind = stat.S_IFMT(os.fstat(self.fd).st_mode)
+        except (ImportError, OSError):
+            return 0
+        return {stat.S_IFIFO: termios.FIONREAD, stat.S_IFSOCK: termios.TIOCOUTQ}.get(kind, 0)
 
 
 _FD2 = _Fd2Probe()
@@ -2715,7 +2721,7 @@ class _Session:
             result["stderr_barrier"] = False
         else:
             try:
-                _write_all(2, _utf8(STDERR_BARRIER.format(run_id)))
+                _write_all(_FD2.fd, _utf8(STDERR_BARRIER.format(run_id)))
             except OSError:
                 pass
         self._writer.send({"type": "result", "id": run_id, "result": result})

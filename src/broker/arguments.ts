@@ -75,7 +75,7 @@ let validator: Promise<AjvJsonSchemaValidator> | undefined;
 /** Compiled checks by schema text: catalogues are re-fetched, so the same schema returns as a new object. */
 const compiled = new Map<string, (input: unknown) => boolean>();
 /** The same, by schema object: a cached catalogue hands out the same object call after call. */
-const bySchema = new WeakMap<object, (input: unknown) => boolean>();
+let bySchema = new WeakMap<object, (input: unknown) => boolean>();
 
 export async function validateAgainstSchema(schema: unknown, args: Record<string, unknown>): Promise<void> {
   if (!schema || typeof schema !== "object") return;
@@ -106,6 +106,7 @@ async function compile(schema: object): Promise<(input: unknown) => boolean> {
   if (compiled.size >= BROKER_COMPILED_SCHEMAS_MAX) {
     // The validator keeps every schema it compiled; starting a new one is how its memory is released.
     compiled.clear();
+    bySchema = new WeakMap();
     validator = undefined;
   }
   // One shared import: concurrent first calls must not each start loading the module.

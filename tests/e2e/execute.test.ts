@@ -87,6 +87,30 @@ describe("cells", () => {
     }
   });
 
+  test("native stderr written before a cell moves fd 2 still lands in that cell's result", async () => {
+    // The server is paused while the cell writes (through fd 1, which the worker aimed at its stderr
+    // channel), so the bytes are still unread when the cell ends; by then fd 2 is a fresh, empty pipe.
+    // The worker must judge (and mark) the channel it started with, not whatever fd 2 has become.
+    const code = (i: number) =>
+      [
+        "import os, signal, subprocess",
+        "def parent(pid):",
+        "    return int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])",
+        "server = parent(os.getppid())",
+        "os.kill(server, signal.SIGSTOP)",
+        "subprocess.Popen(['sh', '-c', f'sleep 0.2; kill -CONT {server}'])",
+        "display('x')",
+        `os.write(1, b'moved-${i}\\n')`,
+        "r, w = os.pipe()",
+        "os.dup2(w, 2)",
+      ].join("\n");
+    for (let i = 0; i < 3; i++) {
+      const result = await h.run(code(i));
+      expect(result.success).toBe(true);
+      expect(result.stderr).toBe(`moved-${i}\n`);
+    }
+  });
+
   test("print to stderr and lone surrogates are captured safely", async () => {
     const result = await h.run("import sys\nprint('warn', file=sys.stderr)\nprint('\\ud800')");
     expect(result.stderr).toContain("warn");
