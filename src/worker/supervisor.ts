@@ -392,8 +392,9 @@ export class Supervisor {
     result: WorkerResult,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
-    // Without a barrier the worker saw fd 2 fully read before it wrote this result, and what the
-    // runtime reads reaches the stderr drain in the order it was read: nothing of the cell's is missing.
+    // Without a barrier the worker saw its stderr channel fully read before it wrote this result. Bun
+    // (checked on 1.4.4) hands each chunk it reads from a pipe to the waiting reader in the same turn,
+    // so those bytes reached the drain before this later-read frame: nothing of the cell's is missing.
     if (result.stderr_barrier !== false) await worker.stderr.barrier(run.id, STDERR_DRAIN_BARRIER_MS);
     const native = worker.stderr.take();
     const stderr = cutUtf8(result.stderr + native.text, STREAM_CAPTURE_MAX_BYTES);
