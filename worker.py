@@ -13,7 +13,7 @@ main() in the last section):
     Run identity                   the active run id, seen from any thread or task
     Frames to the server           one lock, whole frames, size-checked
     Output capture                 sys.stdout/sys.stderr budgets and coalesced output frames
-    Commands from the server       the reader thread and the queue of cells
+    Commands from the server       who reads the command fd when, and the queue of cells
     Safe previews                  the trailing value as JSON without running user hooks
     Source history                 linecache entries for tracebacks and inspect.getsource()
     Error text                     bounded exception messages and tracebacks
@@ -81,11 +81,12 @@ import threading
 class _InterruptGate:
     """Decides what a SIGINT does, and makes sure a cancel the server sent is never lost.
 
-    The server cancels a run two ways: a `cancel` frame naming it (read by the command reader thread)
-    and SIGINT to the worker's group. A SIGINT alone can arrive too early: while the run's frame is still
-    being read or compiled, before the gate is armed, and would then be dropped. The frame closes that
-    gap: the cancelled run id is remembered, so arming the gate for that run stops it before any of its
-    code runs, and a run already armed is interrupted from the reader thread at once.
+    The server cancels a run two ways: a `cancel` frame naming it (read by whichever thread reads the
+    command fd, see "Commands from the server") and SIGINT to the worker's group. A SIGINT alone can
+    arrive too early: while the run's frame is still being read or compiled, before the gate is armed,
+    and would then be dropped. The frame closes that gap: the cancelled run id is remembered, so arming
+    the gate for that run stops it before any of its code runs, and a run already armed is interrupted
+    at once (the thread that read the frame sends SIGINT to the main thread).
     """
 
     def __init__(self):
@@ -95,7 +96,8 @@ class _InterruptGate:
         self._main_thread = None
         self._lock = threading.Lock()
         self._cancelled = None  # the last run the server cancelled
-        self._kick = None  # the run the reader thread sent SIGINT for, until the handler sees it
+        self._kick = None  # the run a cancel frame sent SIGINT for, until the handler sees it
+        self.wake_fd = None  # written when an interrupt is deferred, so a held wait can end at once
 
     def bind_main_thread(self):
         self._main_thread = threading.get_ident()
@@ -107,6 +109,11 @@ class _InterruptGate:
             return
         if self._holds:
             self._deferred = True
+            if self.wake_fd is not None:
+                try:
+                    os.write(self.wake_fd, b"\0")
+                except OSError:
+                    pass  # full: a wake-up is pending already
             return
         raise KeyboardInterrupt
 
@@ -125,7 +132,7 @@ class _InterruptGate:
             self._deferred = False
 
     def cancel(self, run_id):
-        """Called on the reader thread when the server cancels `run_id`."""
+        """Called by whichever thread read the server's cancel frame for `run_id`."""
         with self._lock:
             self._cancelled = run_id
             if self.armed != run_id or self._main_thread is None:
@@ -139,6 +146,9 @@ class _InterruptGate:
             return False
         self._holds += 1
         return True
+
+    def deferred(self):
+        return self._deferred
 
     def release(self, token):
         if not token:
@@ -168,9 +178,9 @@ import contextvars
 import io
 import itertools
 import json
-import _queue
 import _signal
 import math
+import select
 import stat
 import time
 import types
@@ -740,8 +750,13 @@ class _CaptureStream(io.TextIOBase):
 # =====================================================================================================
 # Commands from the server
 #
-# A daemon thread owns the command fd: it reads bounded lines, parses frames and dispatches them by
-# type. Cells are queued for the main thread; end of input ends the process even while a cell runs.
+# Whoever is waiting reads the command fd, so a frame costs one wake-up: the main thread between cells
+# and while it waits for a bridge answer, a daemon reader thread while a cell's own code runs. The fd is
+# lent to the reader thread by registering it in an epoll (kqueue) set the reader sleeps on, which does
+# not wake it; a cell that receives no frame costs that thread nothing. Only one of the two reads at a
+# time: the reader reads only under the channel's lock and only while the fd is lent. Every complete
+# line is dispatched as soon as it is read; cells are queued and run by the main thread. End of input
+# ends the process, even while a cell runs.
 # =====================================================================================================
 class _Execute:
     __slots__ = ("run_id", "code", "timeout", "source_path", "argv", "inventory")
@@ -759,70 +774,84 @@ _SHUTDOWN = object()
 
 
 class _Inbox:
-    """Commands from the reader thread to the main thread.
-
-    The hand-off is a C-level queue (a blocked take() is one lock wait, no Python-level condition); the
-    count of commands not yet taken, under its own lock, enforces the pending limit.
-    """
+    """Commands waiting for the main thread; the count enforces the pending limit."""
 
     def __init__(self):
-        self._queue = _queue.SimpleQueue()
+        self._items = collections.deque()
         self._lock = threading.Lock()
-        self._waiting = 0  # put but not yet taken
         self._busy = False  # the main thread is running a command taken earlier
 
     def put(self, item):
         with self._lock:
             # While idle, the first queued command is the one about to run, not one waiting behind it.
             limit = MAX_PENDING_COMMANDS + (0 if self._busy else 1)
-            if self._waiting >= limit:
+            if len(self._items) >= limit:
                 _terminate(2, "more than %d commands pending" % MAX_PENDING_COMMANDS)
-            self._waiting += 1
-        self._queue.put(item)
+            self._items.append(item)
 
     def take(self):
+        """The next command, or None (the main thread is then idle until it reads more)."""
         with self._lock:
-            self._busy = False
-        item = self._queue.get()
-        with self._lock:
-            self._waiting -= 1
-            self._busy = True
-        return item
+            self._busy = bool(self._items)
+            return self._items.popleft() if self._busy else None
 
 
-def _read_lines(fd):
-    """Yield each line (without its newline); stops the process on an over-long or unterminated line."""
-    buffer = bytearray()
-    scanned = 0
-    while True:
-        newline = buffer.find(b"\n", scanned)
-        if newline < 0:
-            if len(buffer) >= MAX_FRAME_BYTES:
-                _terminate(2, "command line exceeds %d bytes" % MAX_FRAME_BYTES)
-            scanned = len(buffer)
-            try:
-                chunk = os.read(fd, 65_536)
-            except OSError as exc:
-                _terminate(2, "command pipe failed: %s" % exc)
-            if not chunk:
-                if buffer:
-                    _terminate(2, "command stream ended inside a line")
-                return
-            buffer += chunk
-            continue
-        if newline + 1 > MAX_FRAME_BYTES:
-            _terminate(2, "command line exceeds %d bytes" % MAX_FRAME_BYTES)
-        line = bytes(buffer[:newline])
-        del buffer[: newline + 1]
-        scanned = 0
-        yield line
+class _ReadWatch:
+    """A set the reader thread sleeps on; adding or removing the fd never wakes it (epoll or kqueue)."""
+
+    def __init__(self, fd):
+        self._fd = fd
+        self._epoll = select.epoll() if hasattr(select, "epoll") else None
+        if self._epoll is None:
+            self._kqueue = select.kqueue()
+            self._events = [
+                select.kevent(fd, select.KQ_FILTER_READ, flags)
+                for flags in (select.KQ_EV_ADD, select.KQ_EV_DELETE)
+            ]
+
+    def add(self):
+        if self._epoll is not None:
+            self._epoll.register(self._fd, 1)  # EPOLLIN
+        else:
+            self._kqueue.control(self._events[:1], 0, 0)
+
+    def remove(self):
+        if self._epoll is not None:
+            self._epoll.unregister(self._fd)
+        else:
+            self._kqueue.control(self._events[1:], 0, 0)
+
+    def wait(self):
+        """Returns once the fd may be readable (or spuriously); sleeps while it is not in the set."""
+        if self._epoll is not None:
+            self._epoll.poll()
+        else:
+            self._kqueue.control(None, 1, None)
 
 
-class _CommandReader:
+class _CommandChannel:
     def __init__(self, fd, inbox):
         self._fd = fd
         self._inbox = inbox
-        # New frame types (rpc_result, ...) get an entry here; handlers run on the reader thread.
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no newline
+        self._lock = threading.Lock()
+        self._lent = False
+        self._watch = _ReadWatch(fd)
+        self._main = threading.get_ident()
+        # Polled by the main thread while it waits for a bridge answer: the command fd, and the gate's
+        # wake-up pipe (a SIGINT deferred during that wait must end it).
+        self._wake = os.pipe()
+        for end in self._wake:
+            os.set_blocking(end, False)
+        self._poll = select.poll()
+        self._poll.register(fd, select.POLLIN)
+        self._poll.register(self._wake[0], select.POLLIN)
+        self._check = select.poll()
+        self._check.register(fd, select.POLLIN)
+        GATE.wake_fd = self._wake[1]
+        os.register_at_fork(after_in_child=self._forget)
+        # New frame types (rpc_result, ...) get an entry here; handlers run on whichever thread read them.
         self.handlers = {
             "execute": self._on_execute,
             "shutdown": self._on_shutdown,
@@ -830,25 +859,130 @@ class _CommandReader:
             "cancel": self._on_cancel,
         }
 
-    def start(self):
-        _start_worker_thread(self._run, "repl-command-reader")
+    def _forget(self):
+        # A forked child (os.fork, multiprocessing's fork context) shares the pipe: it must never read it.
+        self._main = None
 
-    def _run(self):
+    def start(self):
+        _start_worker_thread(self._serve, "repl-command-reader")
+
+    def next_command(self):
+        """Main thread, between cells: the next queued command, reading frames until there is one."""
+        while True:
+            command = self._inbox.take()
+            if command is not None:
+                return command
+            self._read()
+
+    def lend(self):
+        """A cell's code is about to run: frames that arrive meanwhile are the reader thread's."""
+        with self._lock:
+            self._lent = True
+            self._watch.add()
+
+    def reclaim(self):
+        """The cell's code has ended. Called just before its result, so the next frame wakes the main thread."""
+        with self._lock:
+            if self._lent:
+                self._lent = False
+                self._watch.remove()
+
+    def wait(self, event, timeout):
+        """Wait up to timeout for event, which a frame sets; True if it was set.
+
+        The main thread reads the frames itself meanwhile (one wake-up per answer instead of two); any
+        other thread, or a forked child, only waits. SIGINT is deferred for the whole wait, so it can
+        never cut a frame or the hand-back of the fd in half; the gate's wake-up pipe ends the poll, and
+        the deferred interrupt is raised on the way out.
+        """
+        if threading.get_ident() != self._main:
+            return event.wait(timeout)
+        deadline = time.monotonic() + timeout
+        token = GATE.hold(self._main)
         try:
-            for line in _read_lines(self._fd):
-                try:
-                    frame = json.loads(line.decode("utf-8"))
-                except (ValueError, RecursionError):
-                    _terminate(2, "command line is not JSON")
-                if type(frame) is not dict:
-                    _terminate(2, "command line is not a JSON object")
-                handler = self.handlers.get(frame.get("type"))
-                if handler is None:
-                    _terminate(2, "unknown frame type %r" % (frame.get("type"),))
-                handler(frame)
+            with self._lock:
+                lent, self._lent = self._lent, False
+                if lent:
+                    self._watch.remove()
+            try:
+                return self._read_until(event, deadline)
+            finally:
+                if lent:
+                    self.lend()
+        finally:
+            GATE.release(token)
+
+    def _read_until(self, event, deadline):
+        fd, wake = self._fd, self._wake[0]
+        while not event.is_set():
+            if GATE.deferred():
+                return False  # the caller's release() raises the interrupt
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for ready, _ in self._poll.poll(max(1, math.ceil(remaining * 1000))):
+                if ready == fd:
+                    self._read()
+                elif ready == wake:
+                    try:
+                        os.read(wake, 4096)
+                    except OSError:
+                        pass
+        return True
+
+    def _serve(self):
+        """The reader thread: reads only while the fd is lent, and only what is there already."""
+        try:
+            while True:
+                self._watch.wait()
+                with self._lock:
+                    # A wake-up can be stale: the main thread may have read that frame meanwhile.
+                    if self._lent and self._check.poll(0):
+                        self._read()
         except BaseException as exc:
             _terminate(2, "command reader failed: %r" % (exc,))
-        _terminate(0)
+
+    def _read(self):
+        """Read once from the fd and dispatch every complete line; stops the process at the end of input."""
+        try:
+            chunk = os.read(self._fd, 65_536)
+        except OSError as exc:
+            _terminate(2, "command pipe failed: %s" % exc)
+        buffer = self._buffer
+        if not chunk:
+            if buffer:
+                _terminate(2, "command stream ended inside a line")
+            _terminate(0)
+        buffer += chunk
+        start, scan = 0, self._scanned
+        while True:
+            newline = buffer.find(b"\n", scan)
+            if newline < 0:
+                break
+            if newline + 1 - start > MAX_FRAME_BYTES:
+                _terminate(2, "command line exceeds %d bytes" % MAX_FRAME_BYTES)
+            self._dispatch(buffer[start:newline])
+            start = scan = newline + 1
+        if start:
+            del buffer[:start]
+        self._scanned = len(buffer)
+        if len(buffer) >= MAX_FRAME_BYTES:
+            _terminate(2, "command line exceeds %d bytes" % MAX_FRAME_BYTES)
+
+    def _dispatch(self, line):
+        try:
+            frame = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError):
+            _terminate(2, "command line is not JSON")
+        if type(frame) is not dict:
+            _terminate(2, "command line is not a JSON object")
+        handler = self.handlers.get(frame.get("type"))
+        if handler is None:
+            _terminate(2, "unknown frame type %r" % (frame.get("type"),))
+        try:
+            handler(frame)
+        except BaseException as exc:  # a worker bug: the frame is lost, so the worker must not go on
+            _terminate(2, "command handler failed: %r" % (exc,))
 
     def _on_execute(self, frame):
         run_id, source_path, argv = frame.get("id"), frame.get("source_path"), frame.get("argv")
@@ -1656,9 +1790,11 @@ def _exit_descriptor(pid):
 # Bridge calls (the mcp helper)
 #
 # Requests to the server's MCP broker travel as `rpc` frames tagged with the active run id and come back
-# as `rpc_result` frames, delivered by the command reader thread. A blocking call waits on an Event (so
-# SIGINT still interrupts it); an async call waits on a future of the persistent loop. Whatever stops
-# waiting early sends `rpc_cancel`, and the server then abandons the request downstream.
+# as `rpc_result` frames. A blocking call on the main thread reads the command fd itself until its
+# answer comes (SIGINT still interrupts it); on another thread it waits on an Event that the thread
+# reading the frames sets. An async call waits on a future of the persistent loop, resolved by the
+# reader thread. Whatever stops waiting early sends `rpc_cancel`, and the server then abandons the
+# request downstream.
 # =====================================================================================================
 class ToolError(RuntimeError):
     """A failed MCP call: `.result` holds the tool's error envelope, or None for a broker refusal."""
@@ -1693,6 +1829,7 @@ class _Pending:
 class _Bridge:
     def __init__(self):
         self.writer = None
+        self.commands = None  # the _CommandChannel: a blocking call on the main thread reads its own answer
         self._lock = threading.Lock()
         self._pending = {}
 
@@ -1724,7 +1861,7 @@ class _Bridge:
             self.writer.send({"type": "rpc_cancel", "id": pending.id, "run_id": pending.run_id})
 
     def deliver(self, frame):
-        """Runs on the command reader thread."""
+        """Runs on whichever thread read the frame (see "Commands from the server")."""
         pending = self._forget(frame.get("id"))
         if pending is None:
             return  # given up already
@@ -1746,7 +1883,7 @@ class _Bridge:
     def request(self, op, params, wait):
         pending = self._send(op, params, self._owner())
         try:
-            if not pending.event.wait(wait):
+            if not self.commands.wait(pending.event, wait):
                 raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait)
         finally:
             if not pending.done:
@@ -2569,8 +2706,9 @@ def _is_interruption(exc):
 # main thread and sends exactly one result frame for each.
 # =====================================================================================================
 class _Session:
-    def __init__(self, writer, pump, captures):
+    def __init__(self, writer, pump, captures, commands):
         self._writer = writer
+        self._commands = commands
         self._pump = pump
         self._captures = captures
         self._sources = _SourceRegistry()
@@ -2717,6 +2855,7 @@ class _Session:
         self._send_result(run_id, result)
 
     def _send_result(self, run_id, result):
+        self._commands.reclaim()
         if _FD2.drained():
             result["stderr_barrier"] = False
         else:
@@ -2937,9 +3076,10 @@ def main():
     captures = (_CaptureStream(pump, "stdout"), _CaptureStream(pump, "stderr"))
     sys.stdout, sys.stderr = captures
     sys.stdin = _null_stdin()
-    session = _Session(writer, pump, captures)
+    commands = _CommandChannel(COMMAND_FD, _Inbox())
+    _BRIDGE.commands = commands
+    session = _Session(writer, pump, captures, commands)
     pump.start_flusher()
-    inbox = _Inbox()
     writer.send(
         {
             "type": "ready",
@@ -2949,15 +3089,17 @@ def main():
             "implementation": sys.implementation.name,
         }
     )
-    _CommandReader(COMMAND_FD, inbox).start()
+    commands.start()
     while True:
-        command = inbox.take()
+        command = commands.next_command()
         if command is _SHUTDOWN:
             break
+        commands.lend()
         try:
             session.run(command)
         except BaseException as exc:  # a worker bug, or an interrupt that raced the end of a cell
             session.report_internal_failure(command.run_id, exc)
+        commands.reclaim()
     _terminate(0)
 
 
