@@ -581,26 +581,22 @@ class _OutputPump:
         _start_worker_thread(self._flush_loop, "repl-output-flusher")
 
     def begin(self, run_id):
+        # Everything else was reset by the last finish() (every run ends with one), or never set.
         with self._cond:
             self._run_id = run_id
             self._used = [0, 0]
-            self._sent = [bytearray(), bytearray()]
-            self._cut = [False, False]
-            self._pending = []
-            self._pending_bytes = 0
-            self._restore_writes()
 
     def finish(self):
         """End the run's capture after sending its last output frames; returns (texts, cut flags)."""
         with self._cond:
             self._flush_locked()
-            kept = [bytearray(sent) for sent in self._sent]
+            kept = self._sent
             for index, data in self._pending:  # left only if a finalizer printed mid-flush
                 kept[index] += data
             texts = [data.decode("utf-8") for data in kept]
-            cut = list(self._cut)
+            cut = self._cut
             self._run_id = None
-            self._sent = [bytearray(), bytearray()]
+            self._sent, self._cut = [bytearray(), bytearray()], [False, False]
             self._pending = []
             self._pending_bytes = 0
             self._restore_writes()
@@ -887,16 +883,22 @@ class _CommandChannel:
                 self._lent = False
                 self._watch.remove()
 
-    def wait(self, event, timeout):
-        """Wait up to timeout for event, which a frame sets; True if it was set.
+    def reads_here(self):
+        """True on the thread that can read its own answers: the main thread of the worker process."""
+        return threading.get_ident() == self._main
 
-        The main thread reads the frames itself meanwhile (one wake-up per answer instead of two); any
-        other thread, or a forked child, only waits. SIGINT is deferred for the whole wait, so it can
-        never cut a frame or the hand-back of the fd in half; the gate's wake-up pipe ends the poll, and
-        the deferred interrupt is raised on the way out.
+    def exchange(self, send, pending, timeout):
+        """send() a request, then wait up to timeout for the frame that marks pending done; True if it came.
+
+        On the main thread the fd is taken back before sending, so the answer wakes this thread alone,
+        which reads it itself. Elsewhere (another thread, a forked child) the thread waits on
+        pending.event, set by whichever thread reads the answer. SIGINT is deferred for the whole
+        exchange, so it can never cut a frame or the hand-back of the fd in half; the gate's wake-up
+        pipe ends the poll, and the deferred interrupt is raised on the way out.
         """
-        if threading.get_ident() != self._main:
-            return event.wait(timeout)
+        if not self.reads_here():
+            send()
+            return pending.event.wait(timeout)
         deadline = time.monotonic() + timeout
         token = GATE.hold(self._main)
         try:
@@ -905,16 +907,17 @@ class _CommandChannel:
                 if lent:
                     self._watch.remove()
             try:
-                return self._read_until(event, deadline)
+                send()
+                return self._read_until(pending, deadline)
             finally:
                 if lent:
                     self.lend()
         finally:
             GATE.release(token)
 
-    def _read_until(self, event, deadline):
+    def _read_until(self, pending, deadline):
         fd, wake = self._fd, self._wake[0]
-        while not event.is_set():
+        while not pending.done:
             if GATE.deferred():
                 return False  # the caller's release() raises the interrupt
             remaining = deadline - time.monotonic()
@@ -1516,11 +1519,13 @@ class _CellWatch:
         cancelled, refused = (0, False) if loop is None else self._cancel_tasks(loop, run_id)
         if refused:
             return cancelled, MESSAGE_TASKS_REFUSED
+        jobs = executor.unfinished() if executor is not None else ()
+        if not jobs and self._same_threads():
+            return cancelled, None  # the usual cell: nothing started, nothing to wait for or to record
         deadline = time.monotonic() + BACKGROUND_GRACE_SECONDS
-        threads = [] if self._same_threads() else self._new_threads()
+        threads = self._new_threads()
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        jobs = executor.unfinished() if executor is not None else ()
         for job in jobs:
             job.cancel()  # succeeds only for jobs that have not started
         running = [job for job in jobs if not job.done()]
@@ -1815,10 +1820,10 @@ class _Envelope(dict):
 class _Pending:
     __slots__ = ("id", "run_id", "event", "loop", "future", "result", "error", "done")
 
-    def __init__(self, request_id, run_id, loop=None, future=None):
+    def __init__(self, request_id, run_id, loop=None, future=None, event=None):
         self.id = request_id
         self.run_id = run_id
-        self.event = threading.Event()
+        self.event = event  # for a blocking call on a thread that does not read its own answer
         self.loop = loop
         self.future = future
         self.result = None
@@ -1839,17 +1844,19 @@ class _Bridge:
             raise RuntimeError(MESSAGE_FOREIGN_CALL)
         return run_id
 
-    def _send(self, op, params, run_id, loop=None, future=None):
+    def _register(self, run_id, loop=None, future=None, event=None):
         with self._lock:
             if len(self._pending) >= BRIDGE_MAX_PENDING:
                 raise RuntimeError("Too many pending MCP calls (limit %d)" % BRIDGE_MAX_PENDING)
-            pending = _Pending(os.urandom(16).hex(), run_id, loop, future)
+            pending = _Pending(os.urandom(16).hex(), run_id, loop, future, event)
             self._pending[pending.id] = pending
-        frame = {"type": "rpc", "id": pending.id, "run_id": run_id, "op": op, "params": params}
+        return pending
+
+    def _post(self, pending, op, params):
+        frame = {"type": "rpc", "id": pending.id, "run_id": pending.run_id, "op": op, "params": params}
         if not self.writer.send(frame):
             self._forget(pending.id)
             raise ToolError("MCP request could not be sent (it exceeds the 1 MiB frame limit)")
-        return pending
 
     def _forget(self, request_id):
         with self._lock:
@@ -1871,19 +1878,23 @@ class _Bridge:
                 pending.loop.call_soon_threadsafe(_settle_future, pending)
             except RuntimeError:
                 pass  # the loop is closed: nobody waits any more
-        pending.event.set()
+        if pending.event is not None:
+            pending.event.set()
 
     def abandon_run(self, run_id):
         """At the end of a cell: its unanswered requests are cancelled."""
+        if not self._pending:
+            return  # only the cell's own code adds requests for it, and that code has ended
         with self._lock:
             leftovers = [p for p in self._pending.values() if p.run_id == run_id]
         for pending in leftovers:
             self._give_up(pending)
 
     def request(self, op, params, wait):
-        pending = self._send(op, params, self._owner())
+        event = None if self.commands.reads_here() else threading.Event()
+        pending = self._register(self._owner(), event=event)
         try:
-            if not self.commands.wait(pending.event, wait):
+            if not self.commands.exchange(lambda: self._post(pending, op, params), pending, wait):
                 raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait)
         finally:
             if not pending.done:
@@ -1896,7 +1907,8 @@ class _Bridge:
         run_id = self._owner()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        pending = self._send(op, params, run_id, loop, future)
+        pending = self._register(run_id, loop, future)
+        self._post(pending, op, params)
         try:
             await asyncio.wait_for(future, wait)
         except asyncio.TimeoutError:
