@@ -348,6 +348,27 @@ describe("cancellation and effects", () => {
     );
   }, 30_000);
 
+  test("blocking calls, acalls and to_thread calls mix in one cell, before and after a call that gave up", async () => {
+    // A blocking call on the main thread reads its own answer and hands the command pipe back to the
+    // reader thread afterwards; the acalls after each one can only finish if that hand-back happened.
+    const harness = await withRegistry({ peer: stdioEntry() });
+    const result = await value(
+      harness,
+      [
+        "import asyncio",
+        "out = [mcp.text(mcp.call('peer', 'echo', text='a'))]",
+        "try:\n    mcp.call('peer', 'slow_write', arguments={'path': '/nonexistent/x', 'seconds': 3}, timeout=0.2)\nexcept Exception as e:\n    out.append(type(e).__name__)",
+        "out.append(mcp.text(await mcp.acall('peer', 'echo', text='b')))",
+        "both = await asyncio.gather(asyncio.to_thread(mcp.call, 'peer', 'echo', text='c'), mcp.acall('peer', 'echo', text='d'))",
+        "out += [mcp.text(r) for r in both]",
+        "out.append(mcp.text(mcp.call('peer', 'echo', text='e')))",
+        "out.append(mcp.text(await mcp.acall('peer', 'echo', text='f')))",
+        "out",
+      ].join("\n"),
+    );
+    expect(result).toEqual(["a", "ToolError", "b", "c", "d", "e", "f"]);
+  });
+
   test("many acalls run at once; cancelling one leaves the others and the transport", async () => {
     const harness = await withRegistry({ peer: stdioEntry() });
     const result = await value(
