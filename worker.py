@@ -835,6 +835,7 @@ class _CommandChannel:
         self._lent = False
         self._watch = _ReadWatch(fd)
         self._main = threading.get_ident()
+        self.forked = False
         # Polled by the main thread while it waits for a bridge answer: the command fd, and the gate's
         # wake-up pipe (a SIGINT deferred during that wait must end it).
         self._wake = os.pipe()
@@ -856,8 +857,10 @@ class _CommandChannel:
         }
 
     def _forget(self):
-        # A forked child (os.fork, multiprocessing's fork context) shares the pipe: it must never read it.
+        # A forked child (os.fork, multiprocessing's fork context) shares the pipe and the epoll set
+        # with the worker: it must never read the one nor change the other.
         self._main = None
+        self.forked = True
 
     def start(self):
         _start_worker_thread(self._serve, "repl-command-reader")
@@ -872,12 +875,16 @@ class _CommandChannel:
 
     def lend(self):
         """A cell's code is about to run: frames that arrive meanwhile are the reader thread's."""
+        if self.forked:
+            return
         with self._lock:
             self._lent = True
             self._watch.add()
 
     def reclaim(self):
         """The cell's code has ended. Called just before its result, so the next frame wakes the main thread."""
+        if self.forked:
+            return
         with self._lock:
             if self._lent:
                 self._lent = False
@@ -2867,6 +2874,10 @@ class _Session:
         self._send_result(run_id, result)
 
     def _send_result(self, run_id, result):
+        if self._commands.forked:
+            # A process a cell forked (os.fork() without exiting the child) has come back here: the
+            # worker itself sends this run's result, so the copy leaves quietly.
+            _terminate(0)
         self._commands.reclaim()
         if _FD2.drained():
             result["stderr_barrier"] = False
@@ -3111,7 +3122,7 @@ def main():
             session.run(command)
         except BaseException as exc:  # a worker bug, or an interrupt that raced the end of a cell
             session.report_internal_failure(command.run_id, exc)
-        commands.reclaim()
+        commands.reclaim()  # already done before the result; kept in case no result could be sent
     _terminate(0)
 
 

@@ -130,6 +130,18 @@ describe("cells", () => {
 });
 
 describe("crashes, timeouts and reset", () => {
+  test("a child forked by a cell and left running leaves quietly and never reads the command pipe", async () => {
+    // The child returns from the cell like the worker does; it must neither send a second result nor
+    // go on to read frames meant for the worker.
+    const forked = await h.run("import os\npid = os.fork()\npid");
+    expect(forked.error).toBeNull();
+    expect(forked.value).toBeGreaterThan(0);
+    for (let i = 0; i < 5; i++) expect((await h.run(`pid and ${i}`)).value).toBe(i);
+    const status = await h.run("os.waitpid(pid, 0)[1]");
+    expect(status.value).toBe(0);
+    expect((await h.run("os.getpid() != pid")).value).toBe(true);
+  });
+
   test("os._exit clears the state; the next cell starts a new generation", async () => {
     await h.run("kept = 1");
     const crashed = await h.call("execute_python", {
