@@ -807,7 +807,7 @@ class _ReadWatch:
 
     def add(self):
         if self._epoll is not None:
-            self._epoll.register(self._fd, 1)  # EPOLLIN
+            self._epoll.register(self._fd, select.EPOLLIN)
         else:
             self._kqueue.control(self._events[:1], 0, 0)
 
@@ -882,7 +882,7 @@ class _CommandChannel:
             self._watch.add()
 
     def reclaim(self):
-        """The cell's code has ended. Called just before its result, so the next frame wakes the main thread."""
+        """The cell's code has ended. Called just before its result: the next frame wakes the main thread."""
         if self.forked:
             return
         with self._lock:
@@ -964,17 +964,18 @@ class _CommandChannel:
                 _terminate(2, "command stream ended inside a line")
             _terminate(0)
         buffer += chunk
-        start, scan = 0, self._scanned
         while True:
-            newline = buffer.find(b"\n", scan)
+            newline = buffer.find(b"\n", self._scanned)
             if newline < 0:
                 break
-            if newline + 1 - start > MAX_FRAME_BYTES:
+            if newline + 1 > MAX_FRAME_BYTES:
                 _terminate(2, "command line exceeds %d bytes" % MAX_FRAME_BYTES)
-            self._dispatch(buffer[start:newline])
-            start = scan = newline + 1
-        if start:
-            del buffer[:start]
+            # Taken off the buffer before it is handled: a handler that ends up here again (a signal
+            # handler making a bridge call) then finds only the lines after this one.
+            line = buffer[:newline]
+            del buffer[: newline + 1]
+            self._scanned = 0
+            self._dispatch(line)
         self._scanned = len(buffer)
         if len(buffer) >= MAX_FRAME_BYTES:
             _terminate(2, "command line exceeds %d bytes" % MAX_FRAME_BYTES)
