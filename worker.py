@@ -355,9 +355,11 @@ _EXIT_HOOKS = []  # best-effort cleanups before the process ends (e.g. killing t
 
 
 def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    written = os.write(fd, data)  # nearly always all of it: a view is made only for the rest
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view):]
 
 
 class _Fd2Probe:
