@@ -369,6 +369,24 @@ describe("cancellation and effects", () => {
     expect(result).toEqual(["a", "ToolError", "b", "c", "d", "e", "f"]);
   });
 
+  test("a SIGINT with no cancel frame stops a blocking call at once", async () => {
+    // The main thread waits for the answer itself with SIGINT held back (so a frame is never cut in
+    // half); the held-back signal must still end the wait, long before the tool would answer.
+    const harness = await withRegistry({ peer: stdioEntry() });
+    const result = await value(
+      harness,
+      [
+        "import os, signal, threading",
+        "t = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))",
+        "t.start()",
+        "try:\n    mcp.call('peer', 'slow_write', arguments={'path': '/nonexistent/x', 'seconds': 600})\n    out = 'answered'\nexcept KeyboardInterrupt:\n    out = 'interrupted'",
+        "t.join()",
+        "out",
+      ].join("\n"),
+    );
+    expect(result).toBe("interrupted");
+  }, 30_000);
+
   test("many acalls run at once; cancelling one leaves the others and the transport", async () => {
     const harness = await withRegistry({ peer: stdioEntry() });
     const result = await value(
