@@ -795,10 +795,15 @@ class _Inbox:
 
 
 class _ReadWatch:
-    """A set the reader thread sleeps on; adding or removing the fd never wakes it (epoll or kqueue)."""
+    """A set the reader thread sleeps on; adding or removing the fd never wakes it (epoll or kqueue).
+
+    add() and remove() may be repeated: a signal handler that raises can cut a hand-over short, and
+    the next one must still bring the set in line.
+    """
 
     def __init__(self, fd):
         self._fd = fd
+        self.watching = False
         self._epoll = select.epoll() if hasattr(select, "epoll") else None
         if self._epoll is None:
             self._kqueue = select.kqueue()
@@ -808,16 +813,28 @@ class _ReadWatch:
             ]
 
     def add(self):
-        if self._epoll is not None:
-            self._epoll.register(self._fd, select.EPOLLIN)
-        else:
-            self._kqueue.control(self._events[:1], 0, 0)
+        if self.watching:
+            return
+        try:
+            if self._epoll is not None:
+                self._epoll.register(self._fd, select.EPOLLIN)
+            else:
+                self._kqueue.control(self._events[:1], 0, 0)
+        except FileExistsError:
+            pass
+        self.watching = True
 
     def remove(self):
-        if self._epoll is not None:
-            self._epoll.unregister(self._fd)
-        else:
-            self._kqueue.control(self._events[1:], 0, 0)
+        if not self.watching:
+            return
+        try:
+            if self._epoll is not None:
+                self._epoll.unregister(self._fd)
+            else:
+                self._kqueue.control(self._events[1:], 0, 0)
+        except FileNotFoundError:
+            pass
+        self.watching = False
 
     def wait(self):
         """Returns once the fd may be readable (or spuriously); sleeps while it is not in the set."""
@@ -880,17 +897,16 @@ class _CommandChannel:
         if self.forked:
             return
         with self._lock:
-            self._lent = True
             self._watch.add()
+            self._lent = True
 
     def reclaim(self):
         """The cell's code has ended. Called just before its result: the next frame wakes the main thread."""
         if self.forked:
             return
         with self._lock:
-            if self._lent:
-                self._lent = False
-                self._watch.remove()
+            self._lent = False
+            self._watch.remove()
 
     def reads_here(self):
         """True on the thread that can read its own answers: the main thread of the worker process."""
@@ -913,8 +929,7 @@ class _CommandChannel:
         try:
             with self._lock:
                 lent, self._lent = self._lent, False
-                if lent:
-                    self._watch.remove()
+                self._watch.remove()
             try:
                 send()
                 return self._read_until(pending, deadline)
@@ -949,7 +964,9 @@ class _CommandChannel:
                 self._watch.wait()
                 with self._lock:
                     # A wake-up can be stale: the main thread may have read that frame meanwhile.
-                    if self._lent and self._check.poll(0):
+                    if not self._lent:
+                        self._watch.remove()  # a hand-back cut short by a raising signal handler
+                    elif self._check.poll(0):
                         self._read()
         except BaseException as exc:
             _terminate(2, "command reader failed: %r" % (exc,))
