@@ -822,6 +822,8 @@ class _ReadWatch:
                 self._kqueue.control(self._events[:1], 0, 0)
         except FileExistsError:
             pass
+        except PermissionError:
+            return  # a regular file (`python3 worker.py < commands`): never waits, read between cells
         self.watching = True
 
     def remove(self):
