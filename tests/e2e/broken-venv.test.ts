@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness } from "../support/harness.ts";
+import { Harness, REAL_PYTHON } from "../support/harness.ts";
 
 let h: Harness;
 beforeAll(async () => {
@@ -13,10 +13,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h.close();
 });
-
-const REAL_PYTHON = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"])
-  .stdout.toString()
-  .trim();
 
 const BROKEN: Record<string, (venv: string) => void> = {
   "an empty bin/": (venv) => mkdirSync(join(venv, "bin"), { recursive: true }),

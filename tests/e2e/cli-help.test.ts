@@ -3,25 +3,17 @@
 import { expect, test } from "bun:test";
 import { DOCTOR_FLAGS, SERVE_FLAGS } from "../../src/cli/flags.ts";
 import { BINARY, tempDir } from "../support/harness.ts";
+import { run } from "../support/run.ts";
 
 const ESC = "\u001b[";
 
-async function run(args: string[], env: Record<string, string> = {}, cwd?: string) {
-  const proc = Bun.spawn([BINARY, ...args], {
+function runBinary(args: string[], env: Record<string, string> = {}, cwd?: string) {
+  return run([BINARY, ...args], {
     cwd: cwd ?? tempDir(),
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: "/nonexistent", ...env },
     stdin: "pipe",
-    stdout: "pipe",
-    stderr: "pipe",
+    timeoutMs: 20_000,
   });
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 20_000);
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  clearTimeout(timer);
-  return { stdout, stderr, code };
 }
 
 /** Runs the binary on a pseudo-terminal (util-linux `script`), so stdout and stderr are TTYs. */
@@ -38,7 +30,7 @@ async function onTerminal(args: string[], env: Record<string, string> = {}) {
 }
 
 test("--help lists every public flag, the environment and a client configuration to copy", async () => {
-  const { stdout, stderr, code } = await run(["--help"]);
+  const { stdout, stderr, code } = await runBinary(["--help"]);
   expect(code).toBe(0);
   expect(stderr).toBe("");
   for (const flag of Object.keys(SERVE_FLAGS)) expect(stdout).toContain(`--${flag}`);
@@ -67,20 +59,20 @@ test("--help lists every public flag, the environment and a client configuration
   const start = stdout.lastIndexOf("{", stdout.indexOf('"mcpServers"'));
   const example = JSON.parse(stdout.slice(start, stdout.indexOf("\n  }\n", start) + 4));
   expect(example.mcpServers["repl-mcp"]).toEqual({ command: BINARY, args: ["--transport", "stdio"] });
-  expect((await run(["-h"])).stdout).toBe(stdout);
+  expect((await runBinary(["-h"])).stdout).toBe(stdout);
 });
 
 test("doctor --help lists doctor's flags", async () => {
-  const { stdout, code } = await run(["doctor", "--help"]);
+  const { stdout, code } = await runBinary(["doctor", "--help"]);
   expect(code).toBe(0);
   for (const flag of Object.keys(DOCTOR_FLAGS)) expect(stdout).toContain(`--${flag}`);
   expect(stdout).toContain("Exit status 0 when nothing is wrong, 1 when something is");
 });
 
 test("colour only on a terminal, unless NO_COLOR or FORCE_COLOR say otherwise", async () => {
-  expect((await run(["--help"], { FORCE_COLOR: "1" })).stdout).toContain(ESC);
-  expect((await run(["--help"], { FORCE_COLOR: "0" })).stdout).not.toContain(ESC);
-  expect((await run(["--frobnicate"], { FORCE_COLOR: "1" })).stderr).toContain(ESC);
+  expect((await runBinary(["--help"], { FORCE_COLOR: "1" })).stdout).toContain(ESC);
+  expect((await runBinary(["--help"], { FORCE_COLOR: "0" })).stdout).not.toContain(ESC);
+  expect((await runBinary(["--frobnicate"], { FORCE_COLOR: "1" })).stderr).toContain(ESC);
   const terminal = await onTerminal(["--help"]);
   expect(terminal.code).toBe(0);
   expect(terminal.stdout).toContain("--journal");
@@ -116,7 +108,7 @@ test("every usage error: one line and a hint on stderr, exit status 2, nothing o
     [["doctor", "extra"], 'unexpected argument "extra"'],
   ];
   for (const [args, message] of cases) {
-    const { stdout, stderr, code } = await run(args);
+    const { stdout, stderr, code } = await runBinary(args);
     expect({ args, code, stdout }).toEqual({ args, code: 2, stdout: "" });
     const lines = stderr.trimEnd().split("\n");
     expect({ args, lines: lines.length }).toEqual({ args, lines: 2 });
@@ -125,7 +117,7 @@ test("every usage error: one line and a hint on stderr, exit status 2, nothing o
     const hint = args[0] === "doctor" ? "Run 'repl-mcp doctor --help'" : "Run 'repl-mcp --help'";
     expect(lines[1]).toStartWith(hint);
   }
-  const fromEnv = await run([], { REPL_MCP_LOG_LEVEL: "chatty" });
+  const fromEnv = await runBinary([], { REPL_MCP_LOG_LEVEL: "chatty" });
   expect(fromEnv.code).toBe(2);
   expect(fromEnv.stderr).toContain(
     '--log-level must be one of silent, error, warn, info, debug, trace (got "chatty")',
@@ -134,17 +126,10 @@ test("every usage error: one line and a hint on stderr, exit status 2, nothing o
 
 test("a deleted launch directory stops the start-up with status 1 and one line", async () => {
   const dir = tempDir();
-  const proc = Bun.spawn(["sh", "-c", `mkdir gone && cd gone && rmdir ../gone && exec '${BINARY}'`], {
-    cwd: dir,
-    stdin: "pipe",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
+  const { stdout, stderr, code } = await run(
+    ["sh", "-c", `mkdir gone && cd gone && rmdir ../gone && exec '${BINARY}'`],
+    { cwd: dir, stdin: "pipe", timeoutMs: 20_000 },
+  );
   // Bun's runtime notices first, before any of our code runs; its own message is clear enough.
   expect(code).toBe(1);
   expect(stdout).toBe("");

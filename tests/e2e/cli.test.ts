@@ -4,30 +4,25 @@ import { copyFileSync, existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { BINARY, Harness, tempDir } from "../support/harness.ts";
+import { run } from "../support/run.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-async function run(args: string[], cwd?: string) {
-  const proc = Bun.spawn([BINARY, ...args], { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { stdout, stderr, code };
+function runBinary(args: string[], cwd?: string) {
+  return run([BINARY, ...args], { cwd, timeoutMs: 30_000 });
 }
 
 test("--version prints the package version", async () => {
-  const { stdout, code } = await run(["--version"]);
+  const { stdout, code } = await runBinary(["--version"]);
   expect(code).toBe(0);
   expect(stdout.trim()).toBe(pkg.version);
 });
 
 test("--help describes the flags and hides the guardian mode", async () => {
-  const { stdout, code } = await run(["--help"]);
+  const { stdout, code } = await runBinary(["--help"]);
   expect(code).toBe(0);
   for (const flag of ["--transport", "--python", "--max-memory-mib", "--log-level"])
     expect(stdout).toContain(flag);
@@ -35,13 +30,13 @@ test("--help describes the flags and hides the guardian mode", async () => {
 });
 
 test("an unknown flag or a bad value is a usage error with exit status 2", async () => {
-  const unknown = await run(["--frobnicate"]);
+  const unknown = await runBinary(["--frobnicate"]);
   expect(unknown.code).toBe(2);
   expect(unknown.stderr).toContain("unknown option --frobnicate");
-  const transport = await run(["--transport", "sse"]);
+  const transport = await runBinary(["--transport", "sse"]);
   expect(transport.code).toBe(2);
   expect(transport.stderr).toContain("--transport must be stdio");
-  const memory = await run(["--max-memory-mib", "lots"]);
+  const memory = await runBinary(["--max-memory-mib", "lots"]);
   expect(memory.code).toBe(2);
   expect(memory.stderr).toContain("--max-memory-mib takes a whole number");
 });

@@ -4,6 +4,7 @@ import { afterEach, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { BINARY, Harness, taggedPids, tempDir, waitFor } from "../support/harness.ts";
+import { run } from "../support/run.ts";
 
 const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
 const ESC = "\u001b[";
@@ -28,7 +29,7 @@ const peer = { command: process.execPath, args: [STDIO_PEER] };
 
 async function doctor(cwd: string, args: string[] = [], env: Record<string, string> = {}) {
   const tag = crypto.randomUUID();
-  const proc = Bun.spawn([BINARY, "doctor", ...args], {
+  const result = await run([BINARY, "doctor", ...args], {
     cwd,
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
@@ -36,20 +37,11 @@ async function doctor(cwd: string, args: string[] = [], env: Record<string, stri
       REPL_MCP_TEST_TAG: tag,
       ...env,
     },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
+    timeoutMs: 30_000,
   });
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  clearTimeout(timer);
   // Nothing it started (interpreter probes, a --connect peer) outlives it.
   await waitFor(() => taggedPids(tag).length === 0, { timeoutMs: 5_000, what: "doctor's children to exit" });
-  return { stdout, stderr, code };
+  return result;
 }
 
 async function doctorJson(cwd: string, args: string[] = [], env: Record<string, string> = {}) {

@@ -15,6 +15,7 @@ import {
 } from "node:fs";
 import { join, resolve } from "node:path";
 import { BINARY, Harness, taggedPids, tempDir, waitFor } from "../support/harness.ts";
+import { run } from "../support/run.ts";
 
 const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
 const OWNED = "Broker journal is already owned by another runtime; choose a separate --journal path";
@@ -57,22 +58,13 @@ const onDisk = (path: string) => JSON.parse(readFileSync(path, "utf8")) as Recor
 /** Starts the binary on `journal` with stdin held open; it must exit by itself within the deadline. */
 async function startupFailure(journal: string) {
   const cwd = journalDir();
-  const proc = Bun.spawn([BINARY, "--journal", journal], {
+  // run() fails if the deadline's kill was needed: the server must leave on its own.
+  return run([BINARY, "--journal", journal], {
     cwd,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd },
     stdin: "pipe",
-    stdout: "pipe",
-    stderr: "pipe",
+    timeoutMs: 5_000,
   });
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 5_000);
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  clearTimeout(timer);
-  expect(proc.signalCode).toBeNull(); // it exited on its own, not by the deadline's kill
-  return { stdout, stderr, code };
 }
 
 /** A regular file's text (not followed through a link), else its kind, to see a refused file untouched. */

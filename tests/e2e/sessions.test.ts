@@ -2,7 +2,7 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, taggedPids, waitFor } from "../support/harness.ts";
+import { Harness, REAL_PYTHON, taggedPids, waitFor } from "../support/harness.ts";
 
 let h: Harness;
 beforeEach(async () => {
@@ -11,10 +11,6 @@ beforeEach(async () => {
 afterEach(async () => {
   await h.close();
 });
-
-const REAL_PYTHON = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"])
-  .stdout.toString()
-  .trim();
 
 function executable(path: string, text: string): string {
   writeFileSync(path, text);

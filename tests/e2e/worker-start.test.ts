@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, waitFor } from "../support/harness.ts";
+import { Harness, REAL_PYTHON, waitFor } from "../support/harness.ts";
 
 let h: Harness;
 beforeAll(async () => {
@@ -12,10 +12,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h.close();
 });
-
-const REAL_PYTHON = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"])
-  .stdout.toString()
-  .trim();
 
 test("a failed worker start leaves the generation as it was", async () => {
   // An interpreter that passes the session probe but refuses to start a worker while `flag` exists.

@@ -20,61 +20,7 @@ export function isInside(path: string, dir: string): boolean {
   return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !rel.startsWith(sep));
 }
 
-export interface RunResult {
-  code: number | null;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-}
-
-export interface RunOptions {
-  cwd?: string;
-  env?: Record<string, string>;
-  /** Kill the process (group) and fail if it has not exited by then. */
-  timeoutMs?: number;
-  /** Start the command in its own process group (so a signal can reach the whole group). */
-  detached?: boolean;
-  /** Called right after spawning, e.g. to signal the process later. */
-  onSpawn?: (proc: { pid: number }) => void;
-}
-
-/**
- * Runs a command asynchronously (the fake server lives in this process, so a blocking spawn would
- * deadlock) and collects its output. Rejects if the deadline passes.
- */
-export async function run(cmd: string[], options: RunOptions = {}): Promise<RunResult> {
-  const proc = Bun.spawn(cmd, {
-    cwd: options.cwd,
-    env: options.env,
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-    detached: options.detached,
-  });
-  options.onSpawn?.(proc);
-  const timeoutMs = options.timeoutMs ?? 120_000;
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    try {
-      if (options.detached) process.kill(-proc.pid, "SIGKILL");
-      else proc.kill("SIGKILL");
-    } catch {
-      // already gone
-    }
-  }, timeoutMs);
-  try {
-    const [stdout, stderr, code] = await Promise.all([
-      new Response(proc.stdout).text(),
-      new Response(proc.stderr).text(),
-      proc.exited,
-    ]);
-    if (timedOut) throw new Error(`${cmd.join(" ")} did not finish within ${timeoutMs} ms`);
-    return { code, signal: proc.signalCode === null ? null : String(proc.signalCode), stdout, stderr };
-  } finally {
-    clearTimeout(timer);
-  }
-}
+export { type RunOptions, type RunResult, run } from "../support/run.ts";
 
 /** Resolves when `check()` returns true; rejects after the deadline. Waits on events, not sleeps. */
 export async function waitFor(

@@ -14,6 +14,11 @@ export const STUCK_IN_C =
 
 export const BINARY = resolve(process.env.REPL_MCP_BINARY ?? join(import.meta.dir, "../../dist/repl-mcp"));
 
+/** The interpreter `python3` on PATH really runs (a pyenv shim resolved), for fixtures that wrap it. */
+export const REAL_PYTHON = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"])
+  .stdout.toString()
+  .trim();
+
 export interface ServerOptions {
   /** Another build of the binary (default: BINARY). */
   binary?: string;
