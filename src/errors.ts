@@ -2,7 +2,6 @@
 // (it is published as `error_code` next to the message in every isError result); `message` is written
 // for an agent to act on. Protocol errors become JSON-RPC errors; every other failure becomes an isError
 // tool result.
-import { ErrorCode as RpcErrorCode } from "@modelcontextprotocol/sdk/types.js";
 import * as v from "valibot";
 
 export const ERROR_CODES = [
@@ -90,18 +89,22 @@ export class ReplError extends Error {
   }
 }
 
+/** JSON-RPC 2.0's standard error codes (the protocol's, not the SDK's), for the errors we answer ourselves. */
+export const JSONRPC_PARSE_ERROR = -32700;
+export const JSONRPC_INVALID_REQUEST = -32600;
+export const JSONRPC_METHOD_NOT_FOUND = -32601;
+export const JSONRPC_INVALID_PARAMS = -32602;
+export const JSONRPC_INTERNAL_ERROR = -32603;
+
 /** A failure the client caused at the protocol level; answered as a JSON-RPC error, not a tool result. */
 export class ProtocolError extends Error {
   // The SDK copies `code` and `message` of a thrown error into the JSON-RPC error object.
-  readonly code = RpcErrorCode.InvalidParams;
+  readonly code = JSONRPC_INVALID_PARAMS;
   constructor(message: string) {
     super(message);
     this.name = "ProtocolError";
   }
 }
-
-/** The JSON-RPC code the SDK client gives a request that got no answer within its timeout. */
-export const REQUEST_TIMEOUT = RpcErrorCode.RequestTimeout;
 
 export function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error);

@@ -13,6 +13,14 @@ export const MCP_MESSAGE_MAX_BYTES = 1_048_576;
 export const CLIENT_WRITE_QUEUE_MESSAGES = 4;
 /** A client that reads none of our output for this long is treated as gone (the server stops). */
 export const CLIENT_WRITE_STALL_MS = 30_000;
+/**
+ * Answers owed to the MCP client that its pipe has not taken yet. Past it, we serve no more of its
+ * requests until it reads (each answer may be up to a message long), so a client that stops reading
+ * while pipelining requests costs a few MiB, not one answer per request.
+ */
+export const CLIENT_OUTPUT_BACKLOG_MAX_BYTES = 4 * 1_048_576;
+/** Requests read from the client and waiting for that backlog to drain; past it we stop reading stdin. */
+export const CLIENT_INPUT_WAITING_MAX_BYTES = 4 * 1_048_576;
 /** One control line to a guardian: the spawn spec carries a whole environment. */
 export const GUARDIAN_SPEC_MAX_BYTES = 1_048_576;
 /** How long the server keeps trying to hand a guardian its control line before giving up on it. */
@@ -88,6 +96,12 @@ export const PROGRESS_MIN_GAP_MS = 250;
 export const TASK_TTL_DEFAULT_MS = 3_600_000;
 /** How often clients are asked to poll tasks/get. */
 export const TASK_POLL_INTERVAL_MS = 500;
+/**
+ * Under 2026-07-28 the server decides when a call becomes a task: a run a client that takes tasks
+ * started is answered inline if it ends within this long, and with a task otherwise, so short cells stay
+ * one round trip and long ones stop holding the request open.
+ */
+export const TASK_PROMOTE_AFTER_MS = 1_000;
 /** tasks/list page size. */
 export const TASK_LIST_PAGE_SIZE = 20;
 /** Tasks remembered across all sessions (refused calls have no run history to bound them). */
@@ -152,6 +166,14 @@ export const BROKER_PEER_LINE_MAX_BYTES = 1_048_576;
 export const BROKER_PEER_WRITE_QUEUE_MESSAGES = 4;
 /** A stdio peer that reads none of its input for this long is stopped, failing its calls. */
 export const BROKER_PEER_WRITE_STALL_MS = 30_000;
+/**
+ * Bytes we owe one stdio peer (requests and answers to its own requests) that its stdin has not taken.
+ * Past it, the peer's own requests wait unanswered until it reads, like our client's (see
+ * CLIENT_OUTPUT_BACKLOG_MAX_BYTES); our calls to it are bounded by BROKER_CONCURRENT_REQUESTS.
+ */
+export const BROKER_PEER_INPUT_BACKLOG_MAX_BYTES = 4 * 1_048_576;
+/** A peer's requests waiting for that backlog to drain; past it we stop reading its stdout. */
+export const BROKER_PEER_WAITING_MAX_BYTES = 4 * 1_048_576;
 export const BROKER_HTTP_BODY_MAX_BYTES = 1_048_576;
 /** A stdio peer asked to leave (stdin EOF) gets this long before it is killed. */
 export const BROKER_PEER_CLOSE_GRACE_MS = 2_000;

@@ -9,7 +9,8 @@ import { describe } from "./errors.ts";
 import { serving } from "./jit.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
-import { serveStdio } from "./server/server.ts";
+import { clientContext } from "./server/server.ts";
+import { serveStdio } from "./server/stdio.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
 import { Sessions } from "./sessions/registry.ts";
 import { SessionScope } from "./sessions/scope.ts";
@@ -70,7 +71,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     serving();
     return;
   }
-  const served = serveStdio({ sessions: new SessionScope(sessions), maxMemoryMib: options.maxMemoryMib });
+  const served = serveStdio(clientContext(new SessionScope(sessions), options.maxMemoryMib));
   serving();
   await served;
   await stop(0);

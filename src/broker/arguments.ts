@@ -1,7 +1,7 @@
 // Checks before a call is dispatched: the arguments fit the budget, the peer's input schema is small
 // and simple enough to validate in bounded time, and the arguments satisfy it. Messages never quote
 // the values.
-import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv-provider.js";
+import type { AjvJsonSchemaValidator } from "@modelcontextprotocol/client/validators/ajv";
 import { ReplError } from "../errors.ts";
 import {
   BROKER_ARGUMENT_MAX_BYTES,
@@ -110,7 +110,7 @@ async function compile(schema: object): Promise<(input: unknown) => boolean> {
     validator = undefined;
   }
   // One shared import: concurrent first calls must not each start loading the module.
-  validator ??= import("@modelcontextprotocol/sdk/validation/ajv-provider.js").then(
+  validator ??= import("@modelcontextprotocol/client/validators/ajv").then(
     ({ AjvJsonSchemaValidator }) => new AjvJsonSchemaValidator(),
   );
   const ajv = await validator;

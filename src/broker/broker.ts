@@ -1,9 +1,8 @@
 // The broker of one project (or of an explicit --config): which servers a cell may use, and the
 // calls themselves — allowedTools checked before connecting, arguments checked before dispatch, a
 // journal record for everything dispatched, and nothing dispatched ever retried.
-import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import * as v from "valibot";
-import { describe, REQUEST_TIMEOUT, ReplError } from "../errors.ts";
+import { describe, ReplError } from "../errors.ts";
 import {
   BROKER_CONCURRENT_REQUESTS,
   BROKER_REGISTRY_REFRESH_MS,
@@ -18,7 +17,7 @@ import type { ServerEntry } from "./config.ts";
 import { type Connection, ConnectionPool, transportKey } from "./connections.ts";
 import { explain } from "./explain.ts";
 import { JOURNAL_WRITE_FAILED, type Journal, type JournalRecord } from "./journal.ts";
-import { peerProblem } from "./peer-fault.ts";
+import { peerProblem, timedOut } from "./peer-fault.ts";
 import { type ExclusionReason, loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
 import { Semaphore } from "./semaphore.ts";
 
@@ -192,11 +191,7 @@ export class Broker {
     try {
       result = (await connection.client.request(
         { method: "tools/call", params: { name: tool, arguments: args } },
-        CallToolResultSchema,
-        {
-          timeout: timeoutMs,
-          signal,
-        },
+        { timeout: timeoutMs, signal },
       )) as Record<string, unknown>;
     } catch (error) {
       this.journal.finish(record, "outcome_unknown");
@@ -208,7 +203,7 @@ export class Broker {
           "MCP call cancelled; external outcome is unknown, request was not retried",
         );
       }
-      if ((error as { code?: unknown }).code === REQUEST_TIMEOUT) {
+      if (timedOut(error)) {
         throw new ReplError(
           "DEADLINE_EXCEEDED",
           "MCP deadline exceeded; external outcome is unknown, request was not retried",
@@ -268,7 +263,7 @@ export class Broker {
     } catch (error) {
       if (error instanceof ReplError) throw error;
       if (signal?.aborted) throw new ReplError("CANCELLED", "MCP tool listing cancelled");
-      if ((error as { code?: unknown }).code === REQUEST_TIMEOUT) {
+      if (timedOut(error)) {
         throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while listing tools");
       }
       const problem = peerProblem(error, connection.failure);

@@ -1,6 +1,6 @@
 // A peer's tool list, followed across every page and filtered by the entry's grant. Broken pagination
 // and oversize are explicit errors, never a silently short list. Cached briefly per exact entry.
-import { ListToolsResultSchema, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { Tool } from "@modelcontextprotocol/client";
 import { ReplError } from "../errors.ts";
 import {
   BROKER_CATALOGUE_ENTRIES,
@@ -63,7 +63,6 @@ export class Catalogues {
       if (timeout <= 0) throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while listing tools");
       const result = await connection.client.request(
         { method: "tools/list", params: cursor === undefined ? {} : { cursor } },
-        ListToolsResultSchema,
         { timeout, signal },
       );
       for (const tool of result.tools) {

@@ -1,16 +1,27 @@
 // Lazy, shared connections to peers. Entries that differ only in policy (allowedTools, brokerAllowed,
 // disabled) share one transport. A failed connect is remembered for a while so a broken peer is not
 // hammered; only a transport that actually closed is discarded.
-
-import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { REQUEST_TIMEOUT, ReplError } from "../errors.ts";
+//
+// A peer may speak either protocol era, and each transport finds out its own way:
+// - stdio: `initialize` first, on the peer's own pipes. A legacy peer answers it (one round trip, as
+//   before 2026); a 2026-07-28-only peer refuses it with -32022, and the same process is then spoken to
+//   in the 2026 era (server/discover). No second copy of the peer is started to probe it, and a silent
+//   legacy peer costs no probe timeout (the SDK's own probe does both).
+// - HTTP: the SDK's negotiation, server/discover first and `initialize` when the peer does not know it.
+import type { Client } from "@modelcontextprotocol/client";
+import { ReplError } from "../errors.ts";
 import { BROKER_CONNECT_COOLDOWN_MS, BROKER_CONNECT_MAX_MS, BROKER_LIVE_TRANSPORTS } from "../limits.ts";
 import { withTimeout } from "../timeout.ts";
 import { NAME, VERSION } from "../version.ts";
-import type { HttpEntry, ServerEntry } from "./config.ts";
+import type { HttpEntry, ServerEntry, StdioEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
-import { peerProblem } from "./peer-fault.ts";
+import { peerProblem, timedOut } from "./peer-fault.ts";
+
+/** The error code a 2026-07-28 peer answers `initialize` with (UnsupportedProtocolVersion). */
+const UNSUPPORTED_PROTOCOL_VERSION = -32022;
+const MODERN = "2026-07-28";
+
+type ClientClass = typeof Client;
 
 export type FailureKind = "connection_timeout" | "credentials_missing" | "disconnected";
 
@@ -27,19 +38,25 @@ export class Connection {
   constructor(
     readonly key: string,
     readonly client: Client,
-    private readonly transport: Transport,
+    private readonly link: Link,
   ) {}
 
   /** What the peer did wrong, if the connection failed because of it (see peerProblem). */
   get failure(): string | undefined {
-    return (this.transport as { failure?: string }).failure;
+    return this.link.failure();
   }
 
   async close(): Promise<void> {
     this.closed = true;
     await this.client.close().catch(() => {});
-    await this.transport.close().catch(() => {});
+    await this.link.close().catch(() => {});
   }
+}
+
+/** What stays under a connected client: how to end it, and why it failed if the peer broke it. */
+interface Link {
+  close(): Promise<void>;
+  failure(): string | undefined;
 }
 
 const keys = new WeakMap<ServerEntry, string>();
@@ -120,30 +137,29 @@ export class ConnectionPool {
     const spec = entry.transport;
     const tokens = spec.type === "http" && spec.oauth ? await this.oauthToken(key, spec) : undefined;
     // The client side of the SDK (and the HTTP stack) loads only once a cell first uses the broker.
-    const [{ Client }, transport] = await Promise.all([
-      import("@modelcontextprotocol/sdk/client/index.js"),
-      spec.type === "stdio"
-        ? import("./stdio-transport.ts").then(({ GuardedStdioTransport }) => new GuardedStdioTransport(spec))
-        : import("./http-transport.ts").then(({ httpTransport }) => httpTransport(spec, tokens)),
-    ]);
-    const client = new Client({ name: `${NAME}-broker`, version: VERSION }, { capabilities: {} });
+    const { Client } = await import("@modelcontextprotocol/client");
+    let links: Link[] = [];
+    let connected: { client: Client; link: Link };
     try {
-      // The SDK's timeout covers initialize only; starting the transport is bounded here too.
-      await withTimeout(
-        client.connect(transport, { timeout: BROKER_CONNECT_MAX_MS }),
+      // The SDK's timeout covers one request only; the whole connect is bounded here.
+      connected = await withTimeout(
+        spec.type === "stdio"
+          ? connectStdio(Client, spec, (link) => links.push(link))
+          : connectHttp(Client, spec, tokens, (link) => links.push(link)),
         BROKER_CONNECT_MAX_MS,
         () => {
           throw new ReplError("CONNECT_TIMEOUT", "connect timed out");
         },
       );
     } catch (error) {
-      await transport.close().catch(() => {});
-      const failure = connectFailure(error, (transport as { failure?: string }).failure);
+      await Promise.all(links.map((link) => link.close().catch(() => {})));
+      const failure = connectFailure(error, links[0]?.failure());
       this.failures.set(key, { at: Date.now(), kind: failure.kind });
       throw failure.error;
     }
-    const connection = new Connection(key, client, transport);
-    client.onclose = () => {
+    links = [];
+    const connection = new Connection(key, connected.client, connected.link);
+    connected.client.onclose = () => {
       connection.closed = true;
       if (this.live.get(key) === connection) this.live.delete(key);
     };
@@ -193,7 +209,7 @@ function connectFailure(
     return { kind: "disconnected", error: new ReplError("CONNECT_FAILED", message, { cause: error }) };
   }
   const code = error instanceof ReplError ? error.code : undefined;
-  if (code === "CONNECT_TIMEOUT" || (error as { code?: unknown })?.code === REQUEST_TIMEOUT) {
+  if (code === "CONNECT_TIMEOUT" || timedOut(error)) {
     return {
       kind: "connection_timeout",
       error: new ReplError(
@@ -221,6 +237,55 @@ function connectFailure(
       { cause: error },
     ),
   };
+}
+
+function newClient(Client: ClientClass, modern: boolean): Client {
+  return new Client(
+    { name: `${NAME}-broker`, version: VERSION },
+    modern ? { capabilities: {}, versionNegotiation: { mode: { pin: MODERN } } } : { capabilities: {} },
+  );
+}
+
+/** A stdio peer: one process, `initialize` first, the 2026 era on the same pipes if it refuses that. */
+async function connectStdio(
+  Client: ClientClass,
+  spec: StdioEntry,
+  started: (link: Link) => void,
+): Promise<{ client: Client; link: Link }> {
+  const { StdioPeer } = await import("./stdio-transport.ts");
+  const peer = new StdioPeer(spec);
+  const link = { close: () => peer.close(), failure: () => peer.failure };
+  started(link);
+  await peer.start();
+  const legacy = newClient(Client, false);
+  try {
+    await legacy.connect(peer.channel(), { timeout: BROKER_CONNECT_MAX_MS, prior: { kind: "legacy" } });
+    return { client: legacy, link };
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== UNSUPPORTED_PROTOCOL_VERSION) throw error;
+  }
+  const modern = newClient(Client, true);
+  await modern.connect(peer.channel(), { timeout: BROKER_CONNECT_MAX_MS });
+  return { client: modern, link };
+}
+
+/** A Streamable HTTP peer, in whichever era the SDK's negotiation finds. */
+async function connectHttp(
+  Client: ClientClass,
+  spec: HttpEntry,
+  tokens: TokenSource | undefined,
+  started: (link: Link) => void,
+): Promise<{ client: Client; link: Link }> {
+  const { httpTransport } = await import("./http-transport.ts");
+  const transport = httpTransport(spec, tokens);
+  const link = { close: () => transport.close(), failure: () => (transport as { failure?: string }).failure };
+  started(link);
+  const client = new Client(
+    { name: `${NAME}-broker`, version: VERSION },
+    { capabilities: {}, versionNegotiation: { mode: "auto" } },
+  );
+  await client.connect(transport, { timeout: BROKER_CONNECT_MAX_MS });
+  return { client, link };
 }
 
 /** Waits for a shared attempt within one caller's own deadline and cancellation. */

@@ -1,6 +1,6 @@
 // Streamable HTTP peers through the SDK's client transport, with the entry's headers, no redirects,
 // and every response body bounded: a JSON body at 1 MiB, an event stream at 1 MiB per event.
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { ReplError } from "../errors.ts";
 import { BROKER_HTTP_BODY_MAX_BYTES } from "../limits.ts";
 import { sizeText } from "../text/size.ts";

@@ -1,6 +1,15 @@
 // Failures a peer itself caused (invalid output, a redirect, input it stopped reading), described in
 // our own words: never anything the peer sent, which may echo credentials.
+import type { SdkErrorCode } from "@modelcontextprotocol/client";
 import { ReplError } from "../errors.ts";
+
+/** The code of the SDK client's error for a request that got no answer within its timeout. */
+const REQUEST_TIMEOUT = "REQUEST_TIMEOUT" satisfies `${SdkErrorCode.RequestTimeout}`;
+
+/** Whether a request failed because its own timeout passed (not because the peer answered). */
+export function timedOut(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === REQUEST_TIMEOUT;
+}
 
 export class PeerFault extends ReplError {
   constructor(message: string) {

@@ -1,24 +1,21 @@
 // Artifacts as MCP resources: every artifact is listed with its owner session in the URI, can be read
 // whole when it fits one MCP message, and clients hear when the list changes. Reads go through the same
 // store lookup as the tools, so an id under the wrong session is simply unknown.
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import {
-  ErrorCode,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ReadResourceRequestSchema,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { Server } from "@modelcontextprotocol/server";
 import { decodeUtf8 } from "../artifacts/content.ts";
 import { ArtifactMessages, type ArtifactReference, MIME_TYPES } from "../artifacts/reference.ts";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import { artifactUri, parseArtifactUri } from "../artifacts/uri.ts";
-import { codeOf, describe, ReplError } from "../errors.ts";
+import { codeOf, describe, JSONRPC_INVALID_PARAMS, ReplError } from "../errors.ts";
 import { ARTIFACT_RESOURCE_MAX_BYTES, MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 
-/** JSON-RPC codes the MCP specification gives resource reads. */
+/**
+ * JSON-RPC codes the MCP specification gives resource reads. 2026-07-28 answers an unknown resource with
+ * -32602; earlier revisions used -32002, which the SDK now maps to -32602 for every era.
+ */
 const RESOURCE_NOT_FOUND = -32002;
-const INVALID_PARAMS = ErrorCode.InvalidParams;
+const INVALID_PARAMS = JSONRPC_INVALID_PARAMS;
 
 /** Room for a text resource's escaped content in one MCP message, leaving the envelope its share. */
 const RESOURCE_TEXT_MAX_BYTES = MCP_MESSAGE_MAX_BYTES - 64 * 1024;
@@ -48,21 +45,23 @@ export function artifactResource(sessionId: string, reference: ArtifactReference
 
 /**
  * Serves the artifacts of the sessions `owns` accepts (one client's); another client's are unknown.
- * Returns the unsubscription from the store's change events, for when the client goes.
+ * With `announce`, the client hears when the list changes; the returned function stops that, for when
+ * the client goes.
  */
 export function serveResources(
   server: Server,
   store: ArtifactStore,
   owns: (sessionId: string) => boolean,
+  { announce }: { announce: boolean },
 ): () => void {
-  server.setRequestHandler(ListResourcesRequestSchema, async () => ({
+  server.setRequestHandler("resources/list", async () => ({
     resources: store
       .list()
       .filter(({ owner }) => owns(owner))
       .map(({ owner, reference }) => artifactResource(owner, reference)),
   }));
 
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+  server.setRequestHandler("resources/templates/list", async () => ({
     resourceTemplates: [
       {
         uriTemplate: "repl-mcp://artifacts/{session_id}/{id}",
@@ -73,7 +72,7 @@ export function serveResources(
     ],
   }));
 
-  server.setRequestHandler(ReadResourceRequestSchema, async (request) => {
+  server.setRequestHandler("resources/read", async (request) => {
     const { uri } = request.params;
     const address = parseArtifactUri(uri);
     if (!address) {
@@ -103,6 +102,7 @@ export function serveResources(
     return { contents: [{ uri, mimeType, blob }] };
   });
 
+  if (!announce) return () => {};
   // A burst of changes (a commit that evicts several) becomes one notification.
   let pending = false;
   return store.onChange(() => {

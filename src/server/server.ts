@@ -1,26 +1,22 @@
-// The MCP server: the SDK's low-level Server with our tool table, error model and result rendering.
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import {
-  CancelTaskRequestSchema,
-  ErrorCode,
-  GetTaskPayloadRequestSchema,
-  GetTaskRequestSchema,
-  type JSONRPCRequest,
-  ListTasksRequestSchema,
-  ListToolsRequestSchema,
-  type ProgressToken,
-  type TaskCreationParams,
-} from "@modelcontextprotocol/sdk/types.js";
-import { codeOf, describe, ProtocolError, ReplError } from "../errors.ts";
+// The MCP server: the SDK's low-level Server with our tool table, error model and result rendering, in
+// either protocol era. The SDK's serving entries (stdio.ts's serveStdio, http/) decide the era and ask
+// createServer for an instance of it; the era changes only what the protocol requires of it: the task
+// vocabulary, the capabilities, and A3 (a cell must name its session under 2026-07-28).
+import { Server } from "@modelcontextprotocol/server";
+import * as v from "valibot";
+import { codeOf, describe, JSONRPC_METHOD_NOT_FOUND, ProtocolError, ReplError } from "../errors.ts";
+import { TASK_PROMOTE_AFTER_MS } from "../limits.ts";
 import { log } from "../log.ts";
+import type { SessionScope } from "../sessions/scope.ts";
 import { NAME, VERSION } from "../version.ts";
 import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
-import { StdioTransport } from "./stdio.ts";
 import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
 import type { BoundCall, RunPlan, ServerContext } from "./tools/tool.ts";
+
+export type Era = "legacy" | "modern";
 
 const INSTRUCTIONS =
   "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +
@@ -31,7 +27,11 @@ const INSTRUCTIONS =
   "result envelope and mcp.text extracts its text. A trailing value too large to preview is kept whole as " +
   "an artifact: read it in ranges with artifact_read, save it with artifact_save or send it to another " +
   "server with artifact_forward instead of printing it. A timeout or cancellation stops a cell, but " +
-  "effects it already had on the outside world stay.";
+  "effects it already had on the outside world stay. Under MCP 2026-07-28 pass session_id (from " +
+  "python_health.server.session_id or python_session_open) to execute_python and python_start.";
+
+/** The id of the tasks extension (SEP-2663) in capabilities and in a request's client capabilities. */
+const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 
 const listing = TOOLS.map((tool) => ({
   name: tool.name,
@@ -39,70 +39,87 @@ const listing = TOOLS.map((tool) => ({
   inputSchema: tool.inputSchema,
   outputSchema: tool.outputSchema,
   annotations: tool.annotations,
-  // Execution tools may also run as MCP tasks; the others answer quickly and stay plain calls.
+  // 2025-11-25: execution tools may also run as MCP tasks (the SDK drops the field under 2026-07-28).
   ...(tool.runsAsTask ? { execution: { taskSupport: "optional" as const } } : {}),
 }));
 
-const CAPABILITIES = {
-  tools: { listChanged: false },
-  resources: { listChanged: true },
-  tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+const CAPABILITIES: Record<Era, Record<string, unknown>> = {
+  legacy: {
+    tools: { listChanged: false },
+    resources: { listChanged: true },
+    tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+  },
+  // Change notifications travel only on a subscriptions/listen stream under 2026-07-28; the artifact
+  // list is not announced there (clients list resources when they want them).
+  modern: {
+    tools: { listChanged: false },
+    resources: { listChanged: false },
+    extensions: { [TASKS_EXTENSION]: {} },
+  },
 };
 
+/** What every client's context starts with. */
+export function clientContext(sessions: SessionScope, maxMemoryMib: number): ServerContext {
+  return { sessions, tasks: new TaskBoard(render), maxMemoryMib };
+}
+
 class MethodNotFound extends Error {
-  readonly code = ErrorCode.MethodNotFound;
+  readonly code = JSONRPC_METHOD_NOT_FOUND;
   constructor() {
     super("Method not found");
   }
 }
 
-/** One MCP server for one client: stdio has one for the process, HTTP one per MCP session. */
-export function createServer(ctx: ServerContext): Server {
+const TaskId = v.object({ taskId: v.string() });
+const LegacyTaskList = v.optional(v.object({ cursor: v.optional(v.string()) }));
+type CallParams = { name?: unknown; arguments?: unknown; task?: { ttl?: number } };
+
+/** One MCP server instance for one client in one era. */
+export function createServer(ctx: ServerContext, era: Era): Server {
   const server = new Server(
     { name: NAME, version: VERSION },
-    { capabilities: CAPABILITIES, instructions: INSTRUCTIONS },
+    { capabilities: CAPABILITIES[era], instructions: INSTRUCTIONS },
   );
-  // The server closes with its client: stop hearing about the store then.
-  server.onclose = serveResources(server, ctx.sessions.artifacts, (id) => ctx.sessions.owns(id));
-  const tasks = new TaskBoard(render);
+  const stopResources = serveResources(server, ctx.sessions.artifacts, (id) => ctx.sessions.owns(id), {
+    announce: era === "legacy",
+  });
+  server.onclose = stopResources;
+  const { tasks } = ctx;
 
-  // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server.
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: listing,
-    ttlMs: 0,
-    cacheScope: "private",
-  }));
+  // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server; the
+  // SDK adds them itself under 2026-07-28, and we keep sending them to legacy clients as before.
+  server.setRequestHandler("tools/list", async () => ({ tools: listing, ttlMs: 0, cacheScope: "private" }));
 
   // tools/call is served from the fallback handler on purpose: a handler registered for it would first
   // run the SDK's own request schema, which answers non-object arguments with -32603 and a schema dump.
   // Here every argument failure is the documented -32602 "Invalid arguments at <pointer>".
-  server.fallbackRequestHandler = async (request: JSONRPCRequest, extra) => {
+  server.fallbackRequestHandler = async (request, extra) => {
     if (request.method !== "tools/call") throw new MethodNotFound();
-    const params = (request.params ?? {}) as {
-      name?: unknown;
-      arguments?: unknown;
-      task?: TaskCreationParams;
-    };
+    const params = (request.params ?? {}) as CallParams;
     const tool = TOOLS.find((candidate) => candidate.name === params.name);
     if (!tool) throw new ProtocolError("Unknown tool");
     let bound: BoundCall;
     try {
-      bound = tool.bind(params.arguments);
+      bound = tool.bind(params.arguments, era === "modern");
     } catch (error) {
       return failure(tool.name, error);
     }
-    const token = extra._meta?.progressToken;
+    const token = extra.mcpReq._meta?.progressToken;
     const progress = progressForCall(token, (progress, message) => {
-      const notification = { progressToken: token as ProgressToken, progress, message };
-      extra.sendNotification({ method: "notifications/progress", params: notification }).catch(() => {});
+      const notification = { progressToken: token as string | number, progress, message };
+      extra.mcpReq.notify({ method: "notifications/progress", params: notification }).catch(() => {});
     });
-    if (params.task) {
-      const { plan } = bound;
+    const { plan } = bound;
+    if (era === "legacy" && params.task) {
       if (!plan) throw new ProtocolError(`${tool.name} does not run as a task; call it without "task"`);
-      return { task: startTask(tasks, () => plan(ctx), params.task.ttl, progress) };
+      // A 2025-11-25 task's progress token stays valid while it runs: reporting ends with the run.
+      return { task: tasks.legacyTask(startTask(tasks, () => plan(ctx), params.task.ttl, progress)) };
+    }
+    if (era === "modern" && plan && takesTasks(extra.mcpReq.envelope)) {
+      return runMaybeAsTask(tasks, () => plan(ctx), progress, extra.mcpReq.signal);
     }
     try {
-      return render(await bound.handle(ctx, { signal: extra.signal, onRun: progress.onRun }));
+      return render(await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun }));
     } catch (error) {
       return failure(tool.name, error);
     } finally {
@@ -110,28 +127,67 @@ export function createServer(ctx: ServerContext): Server {
     }
   };
 
-  server.setRequestHandler(GetTaskRequestSchema, async (request) => tasks.get(request.params.taskId));
-  server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) =>
-    tasks.result(request.params.taskId, extra.signal),
-  );
-  server.setRequestHandler(ListTasksRequestSchema, async (request) => tasks.list(request.params?.cursor));
-  server.setRequestHandler(CancelTaskRequestSchema, async (request) => tasks.cancel(request.params.taskId));
-
+  if (era === "legacy") {
+    server.setRequestHandler("tasks/get", { params: TaskId }, async ({ taskId }) => tasks.legacyTask(taskId));
+    server.setRequestHandler("tasks/result", { params: TaskId }, async ({ taskId }, extra) =>
+      tasks.legacyResult(taskId, extra.mcpReq.signal),
+    );
+    server.setRequestHandler("tasks/list", { params: LegacyTaskList }, async (params) =>
+      tasks.legacyList(params?.cursor),
+    );
+    server.setRequestHandler("tasks/cancel", { params: TaskId }, async ({ taskId }) =>
+      tasks.legacyCancel(taskId),
+    );
+  } else {
+    server.setRequestHandler("tasks/get", { params: TaskId }, async ({ taskId }) => tasks.detailed(taskId));
+    server.setRequestHandler("tasks/cancel", { params: TaskId }, async ({ taskId }) =>
+      tasks.modernCancel(taskId),
+    );
+    // Our runs never wait for input from the client, so no task of ours is ever input_required.
+    server.setRequestHandler("tasks/update", { params: TaskId }, async ({ taskId }) => {
+      tasks.detailed(taskId);
+      throw new ProtocolError("Task takes no input: repl-mcp tasks never ask for input_required");
+    });
+  }
   return server;
 }
 
-export async function serveStdio(ctx: ServerContext): Promise<void> {
-  const server = createServer(ctx);
-  const transport = new StdioTransport();
-  const closed = new Promise<void>((resolve) => {
-    const unsubscribe = server.onclose;
-    server.onclose = () => {
-      unsubscribe?.();
-      resolve();
-    };
-  });
-  await server.connect(transport);
-  await closed;
+/** Whether a 2026-07-28 request's client capabilities include the tasks extension. */
+function takesTasks(envelope: unknown): boolean {
+  const capabilities = (envelope as Record<string, unknown> | undefined)?.[
+    "io.modelcontextprotocol/clientCapabilities"
+  ] as { extensions?: Record<string, unknown> } | undefined;
+  const extension = capabilities?.extensions?.[TASKS_EXTENSION];
+  return typeof extension === "object" && extension !== null;
+}
+
+/**
+ * A 2026-07-28 call from a client that takes tasks: the run starts as a task; if it ends within
+ * TASK_PROMOTE_AFTER_MS the call answers as a plain call would, otherwise with the task. Progress stops
+ * with the response either way. A request cancelled before it is answered cancels its run.
+ */
+async function runMaybeAsTask(
+  tasks: TaskBoard,
+  plan: () => RunPlan | undefined,
+  progress: CallProgress,
+  signal: AbortSignal,
+) {
+  try {
+    const taskId = startTask(tasks, plan, undefined, progress);
+    const onAbort = () => tasks.abandon(taskId);
+    signal.addEventListener("abort", onAbort, { once: true });
+    let wake = () => {};
+    const later = new Promise<undefined>((resolve) => {
+      wake = () => resolve(undefined);
+    });
+    const timer = setTimeout(wake, TASK_PROMOTE_AFTER_MS);
+    const finished = await Promise.race([tasks.done(taskId), later]);
+    clearTimeout(timer);
+    signal.removeEventListener("abort", onAbort);
+    return finished ?? tasks.created(taskId);
+  } finally {
+    progress.stop();
+  }
 }
 
 /** A failed call: protocol errors stay JSON-RPC errors; everything else is an isError result with a code. */
@@ -143,13 +199,13 @@ function failure(toolName: string, error: unknown) {
   return render({ error: describe(error), error_code: "INTERNAL" });
 }
 
-/** Plans and starts a task; a failure while planning (other than a protocol error) is a failed task. */
+/** Plans and starts a task; a failure while planning (other than a protocol error) is a task that failed. */
 function startTask(
   tasks: TaskBoard,
   plan: () => RunPlan | undefined,
   ttlMs: number | undefined,
   progress: CallProgress,
-) {
+): string {
   let planned: RunPlan | undefined;
   try {
     planned = plan();

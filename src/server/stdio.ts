@@ -1,46 +1,83 @@
 // The MCP stdio transport. Unlike the SDK's, it enforces the 1 MiB message limit on raw bytes before
 // parsing. A bad line (too long, not UTF-8, not JSON, not JSON-RPC) is dropped whole and answered with a
-// JSON-RPC error whose id is null: one bad line must never cost the sessions their state.
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { ErrorCode, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { CLIENT_WRITE_QUEUE_MESSAGES, CLIENT_WRITE_STALL_MS, MCP_MESSAGE_MAX_BYTES } from "../limits.ts";
+// JSON-RPC error whose id is null: one bad line must never cost the sessions their state. What we owe
+// the client is bounded (wire/json-rpc-pipe.ts): a client that stops reading stops being served.
+import { type Transport, UnsupportedProtocolVersionError } from "@modelcontextprotocol/server";
+import { serveStdio as serveBothEras } from "@modelcontextprotocol/server/stdio";
+import { describe, JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_REQUEST } from "../errors.ts";
+import {
+  CLIENT_INPUT_WAITING_MAX_BYTES,
+  CLIENT_OUTPUT_BACKLOG_MAX_BYTES,
+  CLIENT_WRITE_QUEUE_MESSAGES,
+  CLIENT_WRITE_STALL_MS,
+  MCP_MESSAGE_MAX_BYTES,
+} from "../limits.ts";
 import { log } from "../log.ts";
 import { sizeText } from "../text/size.ts";
-import { isBlankLine, type LineVerdict, parseJsonRpcLine } from "../wire/jsonrpc.ts";
-import { OVERSIZED, SkippingLineSplitter } from "../wire/lines.ts";
-import { WriteQueue } from "../wire/write-queue.ts";
+import { JsonRpcPipe } from "../wire/json-rpc-pipe.ts";
+import { isBlankLine, type JSONRPCMessage, parseJsonRpcLine } from "../wire/jsonrpc.ts";
+import { OVERSIZED, type SplitLine } from "../wire/lines.ts";
+import { createServer } from "./server.ts";
+import type { ServerContext } from "./tools/tool.ts";
+
+/**
+ * Serves one client on our stdin/stdout until it goes. The SDK's entry reads the opening message and
+ * pins the connection to its era: `server/discover` (2026-07-28) or `initialize` (2024-11-05 … 2025-11-25).
+ */
+export async function serveStdio(ctx: ServerContext): Promise<void> {
+  const transport = new StdioTransport();
+  serveBothEras(({ era }) => createServer(ctx, era), {
+    transport,
+    onerror: (error) => log.debug(`MCP stdio: ${describe(error)}`),
+  });
+  await transport.ended;
+}
 
 const encoder = new TextEncoder();
-/** What one input line is: a message to serve, or the error to answer it with. */
-function judge(line: Uint8Array | typeof OVERSIZED): LineVerdict {
-  if (line === OVERSIZED) {
-    return {
-      code: ErrorCode.InvalidRequest,
-      reason: `Message exceeds the ${MCP_MESSAGE_MAX_BYTES}-byte line limit; it was discarded unread`,
-    };
-  }
-  return parseJsonRpcLine(line);
-}
+
+/** The stateless revisions this SDK serves; a request claiming another is refused with -32022. */
+const MODERN_REVISIONS = ["2026-07-28"];
+const CLAIM = "io.modelcontextprotocol/protocolVersion";
 
 export class StdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private closed = false;
-  // Bounded, with a stall deadline: a client that stops reading must not grow our memory without limit.
-  private readonly stdout = new WriteQueue(
+  private end = () => {};
+  /** Settles when the transport closes (the client went, or stalled), whoever owns its callbacks. */
+  readonly ended = new Promise<void>((resolve) => {
+    this.end = resolve;
+  });
+  private readonly pipe = new JsonRpcPipe(
+    Bun.stdin.stream(),
     Bun.stdout.writer(),
-    { lines: CLIENT_WRITE_QUEUE_MESSAGES, timeoutMs: CLIENT_WRITE_STALL_MS, what: "MCP client output" },
-    () => {
-      log.error(
-        `the MCP client read none of our output for ${CLIENT_WRITE_STALL_MS / 1000} s; stopping as if it had closed`,
-      );
-      void this.close();
+    {
+      lineMaxBytes: MCP_MESSAGE_MAX_BYTES,
+      backlogMaxBytes: CLIENT_OUTPUT_BACKLOG_MAX_BYTES,
+      waitingMaxBytes: CLIENT_INPUT_WAITING_MAX_BYTES,
+      writeQueueLines: CLIENT_WRITE_QUEUE_MESSAGES,
+      stallMs: CLIENT_WRITE_STALL_MS,
+      what: "MCP client output",
+    },
+    {
+      judge: (line) => this.judge(line),
+      deliver: (message) => this.onmessage?.(message),
+      stalled: () => {
+        log.error(
+          `the MCP client read none of our output for ${CLIENT_WRITE_STALL_MS / 1000} s; stopping as if it had closed`,
+        );
+        void this.close();
+      },
+      ended: (error) => {
+        if (error) log.warn(`stdin closed: ${(error as Error).message}`);
+        void this.close();
+      },
     },
   );
 
   async start(): Promise<void> {
-    void this.read();
+    void this.pipe.read();
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
@@ -53,51 +90,56 @@ export class StdioTransport implements Transport {
         jsonrpc: "2.0" as const,
         id: message.id,
         error: {
-          code: ErrorCode.InternalError,
+          code: JSONRPC_INTERNAL_ERROR,
           message: `Response exceeds the ${sizeText(MCP_MESSAGE_MAX_BYTES)} message limit`,
         },
       };
       bytes = encoder.encode(`${JSON.stringify(error)}\n`);
     }
-    await this.write(bytes);
-  }
-
-  /** Answers a discarded line. JSON-RPC wants `id: null` here, which the SDK's message type cannot say. */
-  private async refuse(code: number, reason: string): Promise<void> {
-    if (this.closed) return;
-    await this.write(
-      encoder.encode(`${JSON.stringify({ jsonrpc: "2.0", id: null, error: { code, message: reason } })}\n`),
-    );
-  }
-
-  private async write(bytes: Uint8Array): Promise<void> {
-    await this.stdout.push(bytes);
+    await this.pipe.send(bytes);
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.pipe.close();
     this.onclose?.();
+    this.end();
   }
 
-  private async read(): Promise<void> {
-    const splitter = new SkippingLineSplitter(MCP_MESSAGE_MAX_BYTES);
-    try {
-      for await (const chunk of Bun.stdin.stream()) {
-        for (const line of splitter.push(chunk)) {
-          if (line !== OVERSIZED && isBlankLine(line)) continue;
-          const verdict = judge(line);
-          if ("message" in verdict) {
-            this.onmessage?.(verdict.message);
-            continue;
+  /** A message to serve, or undefined after answering a line that is not one. */
+  private judge(line: SplitLine): JSONRPCMessage | undefined {
+    if (line !== OVERSIZED && isBlankLine(line)) return undefined;
+    const verdict =
+      line === OVERSIZED
+        ? {
+            code: JSONRPC_INVALID_REQUEST,
+            reason: `Message exceeds the ${MCP_MESSAGE_MAX_BYTES}-byte line limit; it was discarded unread`,
           }
-          log.warn(`discarded an input line: ${verdict.reason}`);
-          void this.refuse(verdict.code, verdict.reason);
-        }
-      }
-    } catch (error) {
-      log.warn(`stdin closed: ${(error as Error).message}`);
+        : parseJsonRpcLine(line);
+    if ("message" in verdict) {
+      const refused = unsupportedClaim(verdict.message);
+      if (!refused) return verdict.message;
+      if (!this.closed) void this.send(refused).catch(() => {});
+      return undefined;
     }
-    await this.close();
+    log.warn(`discarded an input line: ${verdict.reason}`);
+    // JSON-RPC wants `id: null` here, which the SDK's message type cannot say.
+    const refusal = { jsonrpc: "2.0", id: null, error: { code: verdict.code, message: verdict.reason } };
+    if (!this.closed) void this.pipe.send(encoder.encode(`${JSON.stringify(refusal)}\n`)).catch(() => {});
+    return undefined;
   }
+}
+
+/**
+ * The SDK's stdio entry checks the revision a connection opens with; a later request of the same
+ * connection may claim another, which must not be served as if it were 2026-07-28.
+ */
+function unsupportedClaim(message: JSONRPCMessage): JSONRPCMessage | undefined {
+  if (!("method" in message) || !("id" in message)) return undefined;
+  const claim = (message.params?._meta as Record<string, unknown> | undefined)?.[CLAIM];
+  if (claim === undefined || (typeof claim === "string" && MODERN_REVISIONS.includes(claim))) return undefined;
+  const requested = typeof claim === "string" ? claim : "unknown";
+  const error = new UnsupportedProtocolVersionError({ supported: MODERN_REVISIONS, requested });
+  return { jsonrpc: "2.0", id: message.id, error: { code: error.code, message: error.message, data: error.data } };
 }

@@ -1,8 +1,13 @@
-// MCP tasks (protocol 2025-11-25, experimental in the SDK): an execution tool called with `task` starts
-// its run the way python_start does and answers at once with a task whose id is the run id, so
-// python_run and python_cancel see it too. A task lives while its run is active or retained in its
-// session's run history, and for at most its ttl once it has ended.
-import type { CallToolResult, Task } from "@modelcontextprotocol/sdk/types.js";
+// Long cells as MCP tasks, in both protocol eras. An execution tool's run becomes a task whose id is the
+// run id, so python_run and python_cancel see it too; a task lives while its run is active or retained
+// in its session's run history, and for at most its ttl once it has ended. The board belongs to one
+// client (its SessionScope), not to one MCP server instance: under 2026-07-28 every HTTP request gets a
+// fresh instance, and a later tasks/get must still find the task.
+// - 2025-11-25 (legacy): the client asks with `task` on tools/call and gets the task at once; it polls
+//   tasks/get (status only), fetches the result with tasks/result, and may list tasks.
+// - 2026-07-28 (the io.modelcontextprotocol/tasks extension, SEP-2663): the client only says it can take
+//   a task; the server decides. A run still going after TASK_PROMOTE_AFTER_MS is answered with
+//   `resultType: "task"`; tasks/get then carries the result inline once it is done.
 import { ProtocolError } from "../errors.ts";
 import {
   PROGRESS_OUTPUT_MAX_BYTES,
@@ -17,7 +22,16 @@ import { ActiveRun } from "../worker/run.ts";
 import type { Supervisor } from "../worker/supervisor.ts";
 import type { RunPlan } from "./tools/tool.ts";
 
-type Ended = "completed" | "failed" | "cancelled";
+type Status = "working" | "completed" | "failed" | "cancelled";
+
+/** The CallToolResult a plain call would have returned (render.ts's output). */
+export type Rendered = {
+  content: unknown[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+  _meta?: Record<string, unknown>;
+};
+export type Render = (value: Record<string, unknown>) => Rendered;
 
 interface Entry {
   readonly seq: number;
@@ -28,12 +42,18 @@ interface Entry {
   /** The run behind the task; absent when the call was answered without running (busy, bad path). */
   readonly run?: ActiveRun;
   readonly supervisor?: Supervisor;
-  /** The CallToolResult the plain call would have returned, once known. */
-  readonly done: Promise<CallToolResult>;
-  ended?: { status: Ended; message: string };
+  readonly done: Promise<Rendered>;
+  result?: Rendered;
+  ended?: { status: Exclude<Status, "working">; message: string };
 }
 
-export type Render = (value: Record<string, unknown>) => CallToolResult;
+/** The fields both eras' task objects share, under their era's names. */
+interface TaskTimes {
+  taskId: string;
+  statusMessage: string;
+  createdAt: string;
+  lastUpdatedAt: string;
+}
 
 export class TaskBoard {
   private readonly entries = new Map<string, Entry>();
@@ -41,8 +61,8 @@ export class TaskBoard {
 
   constructor(private readonly render: Render) {}
 
-  /** Starts the planned run as a task; a plan that is refused becomes a task that has already failed. */
-  start(plan: RunPlan, ttlMs: number | undefined, onRun?: (run: ActiveRun) => void): Task {
+  /** Starts the planned run as a task; a plan that is refused becomes a task that has already ended. */
+  start(plan: RunPlan, ttlMs: number | undefined, onRun?: (run: ActiveRun) => void): string {
     const started = plan.refusal ?? plan.session.supervisor.begin({ ...plan.request, onRun });
     if (started instanceof ActiveRun) {
       return this.add(started.id, started.done, ttlMs, started, plan.session.supervisor);
@@ -50,17 +70,37 @@ export class TaskBoard {
     return this.add(started.run_id, Promise.resolve(started), ttlMs);
   }
 
-  /** A call that failed before it could plan a run still answers with a task, already failed. */
-  failed(value: Record<string, unknown>, ttlMs: number | undefined): Task {
+  /** A call that failed before it could plan a run still answers with a task, already ended. */
+  failed(value: Record<string, unknown>, ttlMs: number | undefined): string {
     return this.add(crypto.randomUUID(), Promise.resolve(value), ttlMs);
   }
 
-  get(taskId: string): Task {
-    return this.describe(this.find(taskId));
+  /** The rendered result once the run ends (or at once when it has). */
+  done(taskId: string): Promise<Rendered> {
+    return this.find(taskId).done;
   }
 
-  /** Waits for the end and answers exactly what the plain call would have answered. */
-  async result(taskId: string, signal: AbortSignal): Promise<CallToolResult> {
+  /** Stops the run behind a task whose creating request was cancelled before it was answered. */
+  abandon(taskId: string): void {
+    this.entries.get(taskId)?.run?.cancel(Failures.cancelled);
+  }
+
+  // ---- 2025-11-25 ----
+
+  /** tasks/get, tools/call's `task`: the status without the result. */
+  legacyTask(taskId: string) {
+    const entry = this.find(taskId);
+    const times = this.times(entry);
+    return {
+      ...times,
+      status: this.status(entry),
+      ttl: entry.ttlMs,
+      pollInterval: TASK_POLL_INTERVAL_MS,
+    };
+  }
+
+  /** tasks/result: waits for the end and answers exactly what the plain call would have answered. */
+  async legacyResult(taskId: string, signal: AbortSignal): Promise<Rendered> {
     const entry = this.find(taskId);
     const aborted = new Promise<never>((_, reject) => {
       const stop = () => reject(new ProtocolError("tasks/result request cancelled"));
@@ -71,7 +111,7 @@ export class TaskBoard {
     return { ...result, _meta: { ...result._meta, "io.modelcontextprotocol/related-task": { taskId } } };
   }
 
-  list(cursor: string | undefined): { tasks: Task[]; nextCursor?: string } {
+  legacyList(cursor: string | undefined) {
     this.prune();
     const after = cursor === undefined ? 0 : Number(cursor);
     if (!Number.isSafeInteger(after) || after < 0) throw new ProtocolError("Invalid cursor for tasks/list");
@@ -81,19 +121,59 @@ export class TaskBoard {
     const last = page.at(-1);
     const more = last !== undefined && [...this.entries.values()].some((entry) => entry.seq > last.seq);
     return {
-      tasks: page.map((entry) => this.describe(entry)),
+      tasks: page.map((entry) => this.legacyTask(entry.taskId)),
       nextCursor: more ? String(last.seq) : undefined,
     };
   }
 
-  /** python_cancel's guarantees: the run is asked to stop now and leaves no effects after its end. */
-  cancel(taskId: string): Task {
+  /** tasks/cancel (2025): refuses a task that has ended; answers the task as it is now. */
+  legacyCancel(taskId: string) {
     const entry = this.find(taskId);
     const status = this.status(entry);
     if (status !== "working") throw new ProtocolError(`Task already ended (${status}); nothing to cancel`);
+    this.cancel(entry);
+    return this.legacyTask(taskId);
+  }
+
+  // ---- 2026-07-28 (SEP-2663) ----
+
+  /** The CreateTaskResult a tools/call is answered with. */
+  created(taskId: string) {
+    return { resultType: "task" as const, ...this.modernTask(this.find(taskId)) };
+  }
+
+  /** tasks/get: the task with its result inline once it has one. */
+  detailed(taskId: string) {
+    const entry = this.find(taskId);
+    const task = this.modernTask(entry);
+    if (task.status === "completed" && entry.result) return { ...task, result: entry.result };
+    return task;
+  }
+
+  /** tasks/cancel (2026): an acknowledgement; a task that already ended is left as it is. */
+  modernCancel(taskId: string): Record<string, never> {
+    const entry = this.find(taskId);
+    if (this.status(entry) === "working") this.cancel(entry);
+    return {};
+  }
+
+  private modernTask(entry: Entry) {
+    const status = this.status(entry);
+    return {
+      ...this.times(entry),
+      // Under SEP-2663 a tool call that returned isError still completed; "failed" is for JSON-RPC errors.
+      status: status === "failed" ? ("completed" as const) : status,
+      ttlMs: entry.ttlMs,
+      pollIntervalMs: TASK_POLL_INTERVAL_MS,
+    };
+  }
+
+  // ---- shared ----
+
+  /** python_cancel's guarantees: the run is asked to stop now and leaves no effects after its end. */
+  private cancel(entry: Entry): void {
     entry.run?.cancel(Failures.cancelled);
     entry.updatedAt = Date.now();
-    return this.describe(entry);
   }
 
   private add(
@@ -102,7 +182,7 @@ export class TaskBoard {
     ttlMs: number | undefined,
     run?: ActiveRun,
     supervisor?: Supervisor,
-  ): Task {
+  ): string {
     this.prune();
     const now = Date.now();
     const done = value.then((result) => this.render(result));
@@ -117,11 +197,12 @@ export class TaskBoard {
       done,
     };
     void done.then((result) => {
+      entry.result = result;
       entry.ended = ending(run, result);
       entry.updatedAt = Date.now();
     });
     this.entries.set(taskId, entry);
-    return this.describe(entry);
+    return taskId;
   }
 
   private find(taskId: string): Entry {
@@ -131,22 +212,17 @@ export class TaskBoard {
     return entry;
   }
 
-  private status(entry: Entry): Task["status"] {
+  private status(entry: Entry): Status {
     if (entry.ended) return entry.ended.status;
     return entry.run?.cancelReason === Failures.cancelled ? "cancelled" : "working";
   }
 
-  private describe(entry: Entry): Task {
-    const status = this.status(entry);
-    const message = entry.ended?.message ?? entry.run?.statusMessage() ?? "starting";
+  private times(entry: Entry): TaskTimes {
     return {
       taskId: entry.taskId,
-      status,
-      ttl: entry.ttlMs,
+      statusMessage: entry.ended?.message ?? entry.run?.statusMessage() ?? "starting",
       createdAt: new Date(entry.createdAt).toISOString(),
       lastUpdatedAt: new Date(entry.updatedAt).toISOString(),
-      pollInterval: TASK_POLL_INTERVAL_MS,
-      statusMessage: message,
     };
   }
 
@@ -166,7 +242,8 @@ export class TaskBoard {
   }
 }
 
-function ending(run: ActiveRun | undefined, result: CallToolResult): { status: Ended; message: string } {
+/** How a task ended, in the 2025-11-25 vocabulary: a cell that failed (an isError result) "failed". */
+function ending(run: ActiveRun | undefined, result: Rendered): NonNullable<Entry["ended"]> {
   const value = result.structuredContent as Partial<ExecutionResult> | undefined;
   if (run?.cancelReason === Failures.cancelled)
     return { status: "cancelled", message: Failures.cancelled.message };

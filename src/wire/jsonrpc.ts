@@ -1,6 +1,10 @@
 // One NDJSON JSON-RPC line → a message, or the reason it is not one. Both ends that read JSON-RPC over
 // pipes use it: our own stdin (server/stdio.ts) and stdio MCP peers (broker/stdio-transport.ts).
-import { ErrorCode, type JSONRPCMessage, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
+import { JSONRPCMessageSchema } from "@modelcontextprotocol/core";
+import { JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from "../errors.ts";
+
+/** A JSON-RPC 2.0 message as the SDK's own schema reads it (the same type both SDK packages take). */
+export type JSONRPCMessage = ReturnType<typeof JSONRPCMessageSchema.parse>;
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -13,7 +17,7 @@ export function parseJsonRpcLine(line: Uint8Array): LineVerdict {
     text = utf8.decode(line);
   } catch {
     return {
-      code: ErrorCode.ParseError,
+      code: JSONRPC_PARSE_ERROR,
       reason: "Parse error: the line is not valid UTF-8; it was discarded",
     };
   }
@@ -22,14 +26,14 @@ export function parseJsonRpcLine(line: Uint8Array): LineVerdict {
     value = JSON.parse(text);
   } catch {
     return {
-      code: ErrorCode.ParseError,
+      code: JSONRPC_PARSE_ERROR,
       reason: "Parse error: the line is not valid JSON; it was discarded",
     };
   }
   const parsed = JSONRPCMessageSchema.safeParse(value);
   if (!parsed.success) {
     return {
-      code: ErrorCode.InvalidRequest,
+      code: JSONRPC_INVALID_REQUEST,
       reason: "Invalid request: the line is not a JSON-RPC 2.0 message; it was discarded",
     };
   }

@@ -16,7 +16,8 @@ export interface WriteQueueOptions {
   what: string;
 }
 
-const DONE = Promise.resolve();
+/** What push() returns when the pipe took the line at once: callers may skip waiting on it. */
+export const WRITTEN = Promise.resolve();
 
 export class WriteQueue {
   private queued = 0;
@@ -41,7 +42,7 @@ export class WriteQueue {
       } catch (error) {
         return Promise.reject(error);
       }
-      if (typeof flushed === "number") return DONE;
+      if (typeof flushed === "number") return WRITTEN;
       return this.track(this.settle(flushed, Date.now() + this.options.timeoutMs));
     }
     return this.enqueue(bytes);

@@ -1,8 +1,8 @@
 // What a protected server says when asked without a token: its 401 names the protected-resource
 // metadata document (which may live somewhere discovery would not look) and the scope it wants.
-import { extractWWWAuthenticateParams } from "@modelcontextprotocol/sdk/client/auth.js";
-import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/sdk/types.js";
+
+import type { FetchLike } from "@modelcontextprotocol/client";
+import { extractWWWAuthenticateParams, LATEST_PROTOCOL_VERSION } from "@modelcontextprotocol/client";
 import { NAME, VERSION } from "../../version.ts";
 
 export interface Challenge {

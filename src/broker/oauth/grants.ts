@@ -4,12 +4,8 @@
 // server at connect and again near expiry. Tokens stay in memory and in that one file, nowhere else.
 
 import { statSync } from "node:fs";
-import {
-  auth,
-  type OAuthClientProvider,
-  refreshAuthorization,
-} from "@modelcontextprotocol/sdk/client/auth.js";
-import type { AuthorizationServerMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type { AuthorizationServerMetadata, OAuthTokens } from "@modelcontextprotocol/client";
+import { auth, type OAuthClientProvider, refreshAuthorization } from "@modelcontextprotocol/client";
 import { ReplError } from "../../errors.ts";
 import { lockExclusive, lockPathFor } from "../../fs/lock.ts";
 import { OAUTH_REFRESH_LOCK_WAIT_MS, OAUTH_REFRESH_MARGIN_SECONDS } from "../../limits.ts";

@@ -3,13 +3,13 @@
 // client, PKCE S256, state, the code exchange with resource=<server url>); this file supplies the
 // loopback callback, checks state and iss before any token request, and writes the credential file.
 import { randomBytes } from "node:crypto";
+import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/client";
 import {
   auth,
   type OAuthClientProvider,
   type OAuthDiscoveryState,
   selectClientAuthMethod,
-} from "@modelcontextprotocol/sdk/client/auth.js";
-import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+} from "@modelcontextprotocol/client";
 import { ReplError } from "../../errors.ts";
 import { lockExclusive, lockPathFor } from "../../fs/lock.ts";
 import { OAUTH_CALLBACK_WAIT_MS, OAUTH_REFRESH_LOCK_WAIT_MS } from "../../limits.ts";

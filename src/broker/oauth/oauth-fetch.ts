@@ -1,7 +1,7 @@
 // The fetch every OAuth request goes through: a deadline per request, a bounded body, and a copy of a
 // token endpoint's JSON exactly as it arrived (the SDK hands back only the fields it knows, and the
 // credential file keeps the whole response).
-import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
+import type { FetchLike } from "@modelcontextprotocol/client";
 import {
   BROKER_HTTP_BODY_MAX_BYTES,
   OAUTH_CREDENTIAL_FILE_MAX_BYTES,

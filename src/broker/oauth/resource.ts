@@ -1,7 +1,7 @@
 // The resource indicator (RFC 8707) every token request carries: the server URL of the entry, so a
 // token is minted for that server alone. Protected-resource metadata that names another resource is
 // refused rather than followed.
-import { checkResourceAllowed } from "@modelcontextprotocol/sdk/shared/auth-utils.js";
+import { checkResourceAllowed } from "@modelcontextprotocol/client";
 import { ReplError } from "../../errors.ts";
 
 export function resourceFor(serverUrl: string) {

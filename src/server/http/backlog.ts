@@ -74,3 +74,15 @@ export function metered(body: ReadableStream<Uint8Array>, backlog: Backlog): Rea
     { highWaterMark: 0 },
   );
 }
+
+/** An event-stream response, metered against `backlog`; any other response as it is. */
+export function withBoundedStream(response: Response, backlog: Backlog): Response {
+  if (!response.body || !(response.headers.get("content-type") ?? "").includes("text/event-stream")) {
+    return response;
+  }
+  return new Response(metered(response.body, backlog), {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
+}

@@ -1,15 +1,15 @@
-// The MCP sessions of the HTTP transport: each has its own SDK transport, MCP server and SessionScope.
+// The legacy side of the HTTP transport (2024-11-05 … 2025-11-25): MCP sessions, each with its own SDK
+// transport, MCP server and SessionScope (its own default session, the sessions it opened, its tasks).
 // One ends on DELETE, after its idle timeout, when its slot is needed and it has nothing to lose, or at
 // shutdown; ending it closes its Python sessions and stops their workers.
 import { randomUUID } from "node:crypto";
-import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { type Server, WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
 import { describe } from "../../errors.ts";
 import { HTTP_SSE_BACKLOG_MAX_BYTES, MCP_MESSAGE_MAX_BYTES } from "../../limits.ts";
 import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
 import { SessionScope } from "../../sessions/scope.ts";
-import { createServer } from "../server.ts";
+import { clientContext, createServer } from "../server.ts";
 import { Backlog } from "./backlog.ts";
 
 export interface Client {
@@ -58,7 +58,7 @@ export class Clients {
       // The DELETE is answered once this resolves: its workers are gone by then.
       onsessionclosed: () => this.end(client, "the client sent DELETE"),
     });
-    client.server = createServer({ sessions: scope, maxMemoryMib: this.maxMemoryMib });
+    client.server = createServer(clientContext(scope, this.maxMemoryMib), "legacy");
     await client.server.connect(client.transport);
     return client;
   }

@@ -1,15 +1,19 @@
-// The Streamable HTTP transport: Bun.serve answering at /mcp. Every request passes the guard (Host,
-// Origin, token) and the body limit before MCP sees it, then goes to its MCP session's SDK transport;
-// event streams leave through a backlog meter so a client that stops reading cannot grow them forever.
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+// The Streamable HTTP transport: Bun.serve answering at /mcp, in both protocol eras. Every request
+// passes the guard (Host and Origin, then the token for /mcp; any other path is 404 without one, so a
+// client learns there is no OAuth to discover) and the body limit before MCP sees it. A 2026-07-28
+// request (its body carries the per-request envelope) is served statelessly for its principal
+// (principals.ts); any other request goes to its legacy MCP session's SDK transport (clients.ts).
+// Event streams leave through a backlog meter so a client that stops reading cannot grow them forever.
+import { isInitializeRequest, isJsonContentType, isLegacyRequest } from "@modelcontextprotocol/server";
 import { describe } from "../../errors.ts";
 import { HTTP_UNAUTHENTICATED_IDLE_SECONDS, MCP_MESSAGE_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
 import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
-import { type Backlog, metered } from "./backlog.ts";
+import { withBoundedStream } from "./backlog.ts";
 import { readJsonBody } from "./body.ts";
 import { type Client, Clients } from "./clients.ts";
 import { Guard } from "./guard.ts";
+import { Principals } from "./principals.ts";
 import { isLoopback, StartupError, TOKEN_ENV } from "./token.ts";
 
 export interface HttpServeOptions {
@@ -37,6 +41,7 @@ export function serveHttp(pool: Sessions, options: HttpServeOptions): HttpServer
   }
   const guard = new Guard({ bindHost: options.host, ...options });
   const clients = new Clients(pool, options.maxMemoryMib, options.idleTimeoutS);
+  const principals = new Principals(pool, options.maxMemoryMib, options.idleTimeoutS);
   let bun: Bun.Server<undefined>;
   try {
     bun = Bun.serve({
@@ -46,7 +51,7 @@ export function serveHttp(pool: Sessions, options: HttpServeOptions): HttpServer
       // A backstop only: the MCP limit is enforced after authentication, with a JSON-RPC answer.
       maxRequestBodySize: 2 * MCP_MESSAGE_MAX_BYTES,
       fetch: (request, server) =>
-        handle(request, server, guard, clients).catch((error) => {
+        handle(request, server, guard, clients, principals, options.token).catch((error) => {
           log.error("HTTP request failed:", describe(error));
           return jsonError(500, -32603, "Internal error");
         }),
@@ -60,7 +65,7 @@ export function serveHttp(pool: Sessions, options: HttpServeOptions): HttpServer
     url: `http://${host}:${bun.port}/mcp`,
     async close() {
       bun.stop(true);
-      await clients.endAll("server shutdown");
+      await Promise.all([clients.endAll("server shutdown"), principals.endAll()]);
     },
   };
 }
@@ -70,22 +75,35 @@ async function handle(
   bun: Bun.Server<undefined>,
   guard: Guard,
   clients: Clients,
+  principals: Principals,
+  token: string | undefined,
 ): Promise<Response> {
   const refusal = guard.check(request);
-  if (refusal) {
-    const headers: Record<string, string> =
-      refusal.status === 401 ? { "WWW-Authenticate": 'Bearer realm="repl-mcp"' } : {};
-    return jsonError(refusal.status, -32001, refusal.message, headers);
+  if (refusal?.status === 403) return jsonError(403, -32001, refusal.message);
+  if (new URL(request.url).pathname !== "/mcp") {
+    return jsonError(
+      404,
+      -32000,
+      "Not found; MCP is served at /mcp (there is no OAuth: send the bearer token)",
+    );
   }
-  if (new URL(request.url).pathname !== "/mcp")
-    return jsonError(404, -32000, "Not found; MCP is served at /mcp");
+  if (refusal) {
+    return jsonError(401, -32001, refusal.message, { "WWW-Authenticate": 'Bearer realm="repl-mcp"' });
+  }
   // Event streams stay open while cells run; the SDK's keep-alive comments are the liveness signal.
   bun.timeout(request, 0);
   let parsedBody: unknown;
   if (request.method === "POST") {
+    if (!isJsonContentType(request.headers.get("content-type"))) {
+      return jsonError(415, -32000, "Content-Type must be application/json");
+    }
     const body = await readJsonBody(request, MCP_MESSAGE_MAX_BYTES);
     if ("status" in body) return jsonError(body.status, body.code, body.message);
     parsedBody = body.json;
+    if (!(await isLegacyRequest(request, parsedBody))) {
+      const response = await principals.serve(request, parsedBody, token);
+      return response ?? full();
+    }
   }
   const client = await route(request, parsedBody, clients);
   if (client instanceof Response) return client;
@@ -107,24 +125,15 @@ async function route(request: Request, body: unknown, clients: Clients): Promise
   if (request.method !== "POST" || !initializing) {
     return jsonError(400, -32000, "Mcp-Session-Id header required; start with an initialize request");
   }
-  const client = await clients.open();
-  if (client) return client;
+  return (await clients.open()) ?? full();
+}
+
+function full(): Response {
   return jsonError(
     503,
     -32000,
     `The server holds its maximum of ${SESSIONS_MAX} sessions; end an MCP session or close Python sessions`,
   );
-}
-
-function withBoundedStream(response: Response, backlog: Backlog): Response {
-  if (!response.body || !(response.headers.get("content-type") ?? "").includes("text/event-stream")) {
-    return response;
-  }
-  return new Response(metered(response.body, backlog), {
-    status: response.status,
-    statusText: response.statusText,
-    headers: response.headers,
-  });
 }
 
 function jsonError(status: number, code: number, message: string, headers: Record<string, string> = {}) {

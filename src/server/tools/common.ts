@@ -13,7 +13,10 @@ import type { ExecutionResult } from "../../worker/result.ts";
 
 export const SessionId = v.pipe(
   v.string(),
-  v.description("From python_health.server.session_id or python_session_open; omitted → the default session"),
+  v.description(
+    "From python_health.server.session_id or python_session_open. Omitted: the default session, except " +
+      "that execute_python and python_start under the stateless MCP 2026-07-28 revision require it",
+  ),
 );
 
 export const Timeout = v.optional(

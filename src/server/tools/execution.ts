@@ -41,6 +41,7 @@ export const executePython = defineTool({
     "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
   input: CellInput,
   output: ExecutionResult,
+  sessionRequiredWhenStateless: true,
   annotations: WRITES,
   plan: planCell,
   handle: async (args, ctx, call) => runToEnd(planCell(args, ctx), call),

@@ -24,6 +24,7 @@ export const pythonStart = defineTool({
     "result; stop it with python_cancel. One run at a time per session.",
   input: CellInput,
   output: v.union([Started, RoutedFailure]),
+  sessionRequiredWhenStateless: true,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);

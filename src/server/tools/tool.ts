@@ -3,18 +3,27 @@
 // outputSchema and of the handler's return type), annotations, and the handler. defineTool erases the
 // two schema types into a ListedTool, so the tool table needs no casts.
 import type * as v from "valibot";
+import { ProtocolError } from "../../errors.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
 import type { Session } from "../../sessions/session.ts";
 import type { ExecutionResult } from "../../worker/result.ts";
 import type { ActiveRun } from "../../worker/run.ts";
 import type { RunRequest } from "../../worker/supervisor.ts";
 import { type JsonSchema, jsonSchemaOf, outputSchemaOf, parseArguments } from "../schema.ts";
+import type { TaskBoard } from "../tasks.ts";
 
+/** One MCP client's world, shared by every server instance that serves it (one per HTTP request in 2026). */
 export interface ServerContext {
   /** What this MCP client may see: its default session and the sessions it opened. */
   sessions: SessionScope;
+  /** Its MCP tasks (their ids are run ids of its sessions). */
+  tasks: TaskBoard;
   maxMemoryMib: number;
 }
+
+/** A3 of the error model: under a stateless revision nothing says which session an unnamed cell meant. */
+export const SESSION_ID_REQUIRED =
+  "Pass session_id from python_health or python_session_open to reference persistent state";
 
 export interface ToolCall {
   signal: AbortSignal;
@@ -44,6 +53,8 @@ export interface Tool<I extends v.GenericSchema, O extends ObjectSchema> {
   input: I;
   output: O;
   annotations: Annotations;
+  /** Refuse to run without an explicit session_id under 2026-07-28 (execute_python, python_start). */
+  sessionRequiredWhenStateless?: true;
   handle(args: v.InferOutput<I>, ctx: ServerContext, call: ToolCall): Promise<v.InferOutput<O>>;
   /** Execution tools only: the run a call describes, so it can also start as an MCP task. */
   plan?(args: v.InferOutput<I>, ctx: ServerContext): RunPlan;
@@ -64,8 +75,11 @@ export interface ListedTool {
   annotations: Annotations;
   /** Whether it may also run as an MCP task. */
   runsAsTask: boolean;
-  /** Validates raw arguments (a ProtocolError, or a LIMIT_EXCEEDED ReplError for a byte limit). */
-  bind(args: unknown): BoundCall;
+  /**
+   * Validates raw arguments (a ProtocolError, or a LIMIT_EXCEEDED ReplError for a byte limit). `stateless`:
+   * the call came under 2026-07-28, where some tools need a session_id (SESSION_ID_REQUIRED).
+   */
+  bind(args: unknown, stateless: boolean): BoundCall;
 }
 
 export function defineTool<I extends v.GenericSchema, O extends ObjectSchema>(tool: Tool<I, O>): ListedTool {
@@ -77,8 +91,15 @@ export function defineTool<I extends v.GenericSchema, O extends ObjectSchema>(to
     outputSchema: outputSchemaOf(tool.output),
     annotations: tool.annotations,
     runsAsTask: plan !== undefined,
-    bind(raw) {
+    bind(raw, stateless) {
       const args = parseArguments(tool.input, raw);
+      if (
+        stateless &&
+        tool.sessionRequiredWhenStateless &&
+        (args as { session_id?: unknown }).session_id === undefined
+      ) {
+        throw new ProtocolError(SESSION_ID_REQUIRED);
+      }
       return {
         handle: (ctx, call) => tool.handle(args, ctx, call),
         plan: plan && ((ctx) => plan(args, ctx)),
