@@ -16,7 +16,12 @@ import { Catalogues, granted, type Tool } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
 import { type Connection, ConnectionPool, transportKey } from "./connections.ts";
 import { explain } from "./explain.ts";
-import { JOURNAL_WRITE_FAILED, type Journal, type JournalRecord } from "./journal.ts";
+import {
+  JOURNAL_UNKNOWN_WRITE_FAILED,
+  JOURNAL_WRITE_FAILED,
+  type Journal,
+  type JournalRecord,
+} from "./journal.ts";
 import { peerProblem, timedOut } from "./peer-fault.ts";
 import { type ExclusionReason, loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
 import { Semaphore } from "./semaphore.ts";
@@ -195,8 +200,12 @@ export class Broker {
       )) as Record<string, unknown>;
     } catch (error) {
       this.journal.finish(record, "outcome_unknown");
-      // Best effort: the call's own error already says its outcome is unknown.
-      this.journal.persisted().catch(() => {});
+      // The agent hears "outcome unknown" only once the journal file says so too (contract §5.7).
+      try {
+        await this.journal.persisted();
+      } catch {
+        throw new ReplError("JOURNAL_WRITE", JOURNAL_UNKNOWN_WRITE_FAILED);
+      }
       if (signal?.aborted) {
         throw new ReplError(
           "CANCELLED",

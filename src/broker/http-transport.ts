@@ -49,7 +49,8 @@ function redirectHost(response: Response, input: string | URL | Request): string
   }
 }
 
-async function boundedFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+/** One request, redirects refused and the body bounded; a 401 is returned for the caller to judge. */
+async function fetchOnce(input: string | URL | Request, init?: RequestInit): Promise<Response> {
   const response = await fetch(input, { ...init, redirect: "manual" });
   if (response.status >= 300 && response.status < 400) {
     await response.body?.cancel().catch(() => {});
@@ -57,13 +58,7 @@ async function boundedFetch(input: string | URL | Request, init?: RequestInit): 
       `MCP HTTP peer redirected to ${redirectHost(response, input)}; redirects are refused`,
     );
   }
-  if (response.status === 401) {
-    throw new ReplError(
-      "CREDENTIALS_MISSING",
-      "MCP HTTP peer requires authentication (401); configure credentials",
-    );
-  }
-  if (!response.body) return response;
+  if (response.status === 401 || !response.body) return response;
   const eventStream = (response.headers.get("content-type") ?? "").includes("text/event-stream");
   return new Response(bounded(response.body, eventStream), {
     status: response.status,
@@ -72,17 +67,49 @@ async function boundedFetch(input: string | URL | Request, init?: RequestInit): 
   });
 }
 
-/** `tokens` (OAuth entries) puts a current bearer token on every request, refreshed when due. */
+const UNAUTHENTICATED = "MCP HTTP peer requires authentication (401); configure credentials";
+
+async function boundedFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetchOnce(input, init);
+  if (response.status === 401) {
+    await response.body?.cancel().catch(() => {});
+    throw new ReplError("CREDENTIALS_MISSING", UNAUTHENTICATED);
+  }
+  return response;
+}
+
+function withBearer(init: RequestInit | undefined, token: string): RequestInit {
+  const headers = new Headers(init?.headers);
+  headers.set("authorization", `Bearer ${token}`);
+  return { ...init, headers };
+}
+
+/**
+ * Every request carries the current OAuth token. A 401 means the peer refused the request before
+ * running it (the token was revoked or expired early), so it is the one failure that is repeated: once,
+ * with a renewed token. A second 401 is reported; nothing else is ever sent twice.
+ */
+function oauthFetch(tokens: TokenSource) {
+  return async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const token = await tokens.accessToken();
+    const response = await fetchOnce(input, withBearer(init, token));
+    if (response.status !== 401) return response;
+    await response.body?.cancel().catch(() => {});
+    const renewed = await tokens.renewAfterRefusal(token);
+    const again = await fetchOnce(input, withBearer(init, renewed));
+    if (again.status !== 401) return again;
+    await again.body?.cancel().catch(() => {});
+    throw new ReplError(
+      "CREDENTIALS_MISSING",
+      `MCP HTTP peer refused a renewed OAuth token (401); ${tokens.remedy}`,
+    );
+  };
+}
+
+/** `tokens` (OAuth entries) puts a current bearer token on every request, renewed when due or refused. */
 export function httpTransport(entry: HttpEntry, tokens?: TokenSource): StreamableHTTPClientTransport {
-  const authorized = tokens
-    ? async (input: string | URL | Request, init?: RequestInit) => {
-        const headers = new Headers(init?.headers);
-        headers.set("authorization", `Bearer ${await tokens.accessToken()}`);
-        return boundedFetch(input, { ...init, headers });
-      }
-    : boundedFetch;
   return new StreamableHTTPClientTransport(new URL(entry.url), {
     requestInit: { headers: entry.headers, redirect: "manual" },
-    fetch: authorized,
+    fetch: tokens ? oauthFetch(tokens) : boundedFetch,
   });
 }

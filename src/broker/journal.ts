@@ -41,6 +41,9 @@ export interface JournalStore {
 
 export const JOURNAL_WRITE_FAILED =
   "MCP call completed but durable journal update failed; do not retry blindly";
+export const JOURNAL_UNKNOWN_WRITE_FAILED =
+  "MCP call outcome is unknown (it was sent and may have taken effect), and the durable journal could not " +
+  "record that; do not retry blindly: check the target system and the --journal file";
 
 const cut = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
 

@@ -43,6 +43,7 @@ function parse<S extends v.GenericSchema>(schema: S, params: unknown, op: string
 export function brokerBridge(
   broker: Broker,
   journal: Journal,
+  sees: (sessionId: string) => boolean,
   sessionId: string,
   artifacts: SessionArtifacts,
 ): Bridge {
@@ -62,7 +63,8 @@ export function brokerBridge(
       case "refresh":
         return broker.refresh();
       case "journal":
-        return journal.list();
+        // The server's journal holds every client's calls; a cell lists its own client's only.
+        return journal.list().filter((record) => sees(record.session_id));
       case "explain": {
         const p = parse(Ops.explain, params, op);
         return broker.explain(p.server, p.tool);

@@ -47,14 +47,18 @@ export class Sessions {
     });
   }
 
-  /** A new default session: the launch project with the server's interpreter. It counts toward the limit. */
-  openDefault(): Session {
+  /**
+   * A new default session: the launch project with the server's interpreter. It counts toward the limit.
+   * `sees` tells which sessions' journal records its cells may list (its client's, README "Journal").
+   */
+  openDefault(sees: (sessionId: string) => boolean): Session {
     if (this.byId.size >= SESSIONS_MAX) {
       throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
     }
     const session = new Session({
       broker: this.attachBroker(this.options.project),
       journal: this.journal,
+      sees,
       artifacts: this.artifacts,
       serverId: this.serverId,
       name: "default",
@@ -85,6 +89,7 @@ export class Sessions {
     name: string,
     projectPath: string,
     python: string | undefined,
+    sees: (sessionId: string) => boolean,
     signal?: AbortSignal,
   ): Promise<Session> {
     if (this.opening >= SESSION_OPENS_MAX) {
@@ -111,6 +116,7 @@ export class Sessions {
       const session = new Session({
         broker: this.attachBroker(project),
         journal: this.journal,
+        sees,
         artifacts: this.artifacts,
         serverId: this.serverId,
         name,

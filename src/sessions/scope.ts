@@ -1,6 +1,7 @@
-// What one MCP client sees: its own default session and the sessions it opened, nothing else. Over stdio
-// there is one scope for the life of the process; over HTTP each MCP session has one, ended with it.
-// Another scope's session ids get exactly the answers an unknown id gets.
+// What one MCP client sees: its own default session and the sessions it opened, and the journal records
+// of those, nothing else. Over stdio there is one scope for the life of the process; over HTTP each
+// legacy MCP session has one, ended with it, and each 2026-07-28 principal (a bearer token) has one
+// (server/http/principals.ts). Another scope's session ids get exactly the answers an unknown id gets.
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import { ProtocolError, ReplError } from "../errors.ts";
@@ -10,12 +11,20 @@ import type { Session } from "./session.ts";
 export class SessionScope {
   readonly default: Session;
   private readonly owned = new Set<string>();
+  /** Every session it ever had, closed ones included: their journal records stay its own. */
+  private readonly known = new Set<string>();
+  private readonly sees = (sessionId: string) => this.known.has(sessionId);
   private ended = false;
 
   /** Throws SESSION_LIMIT when the process already holds as many sessions as it may. */
   constructor(private readonly pool: Sessions) {
-    this.default = pool.openDefault();
-    this.owned.add(this.default.id);
+    this.default = pool.openDefault(this.sees);
+    this.adopt(this.default.id);
+  }
+
+  private adopt(sessionId: string): void {
+    this.owned.add(sessionId);
+    this.known.add(sessionId);
   }
 
   get serverId(): string {
@@ -48,13 +57,13 @@ export class SessionScope {
   }
 
   async open(name: string, project: string, python: string | undefined, signal?: AbortSignal) {
-    const session = await this.pool.open(name, project, python, signal);
+    const session = await this.pool.open(name, project, python, this.sees, signal);
     if (this.ended) {
       // The client went away while the interpreter was being probed: nobody can reach this session.
       await this.pool.close(session.id);
       throw new ReplError("SESSION_CLOSED", "The MCP session ended while this session was opening");
     }
-    this.owned.add(session.id);
+    this.adopt(session.id);
     return session;
   }
 

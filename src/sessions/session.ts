@@ -24,6 +24,8 @@ export interface SessionOptions {
   /** The broker of the session's project (or of the explicit --config). */
   broker: Broker;
   journal: Journal;
+  /** Which sessions' journal records this session's cells may list: those of its own client. */
+  sees: (sessionId: string) => boolean;
   artifacts: ArtifactStore;
 }
 
@@ -54,7 +56,7 @@ export class Session {
       serverId: options.serverId,
       sessionId: this.id,
       maxMemoryMib: options.maxMemoryMib,
-      bridge: brokerBridge(options.broker, options.journal, this.id, this.artifacts),
+      bridge: brokerBridge(options.broker, options.journal, options.sees, this.id, this.artifacts),
       onRunEnd: (runId) => store.uploads.abortRun(this.id, runId),
       keepDisplay: (bytes, format) => store.createFromBytes(this.id, bytes, format),
       launch: {

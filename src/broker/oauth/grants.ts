@@ -26,6 +26,13 @@ import { oauthFailure } from "./safe-error.ts";
 export interface TokenSource {
   /** A bearer token valid for at least the refresh margin; throws an actionable ReplError otherwise. */
   accessToken(): Promise<string>;
+  /**
+   * A new token after the peer refused `refused` (401: revoked, or expired early): a refresh (or a new
+   * client_credentials request), unless another caller already replaced it.
+   */
+  renewAfterRefusal(refused: string): Promise<string>;
+  /** What the user does when even a renewed token is refused. */
+  readonly remedy: string;
 }
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -34,12 +41,22 @@ const LOGIN_AGAIN = "run repl-mcp --config REGISTRY --oauth-login SERVER again";
 /** Calls that arrive together share one refresh or token request. */
 abstract class SharedTokenSource implements TokenSource {
   private pending: Promise<string> | undefined;
+  abstract readonly remedy: string;
   protected abstract current(): string | undefined;
-  protected abstract renew(): Promise<string>;
+  /** `refused`: the token a peer just refused, which must not be handed out again. */
+  protected abstract renew(refused?: string): Promise<string>;
   accessToken(): Promise<string> {
     const token = this.current();
     if (token) return Promise.resolve(token);
-    this.pending ??= this.renew().finally(() => {
+    return this.shared();
+  }
+  renewAfterRefusal(refused: string): Promise<string> {
+    const token = this.current();
+    if (token && token !== refused) return Promise.resolve(token);
+    return this.shared(refused);
+  }
+  private shared(refused?: string): Promise<string> {
+    this.pending ??= this.renew(refused).finally(() => {
       this.pending = undefined;
     });
     return this.pending;
@@ -47,6 +64,7 @@ abstract class SharedTokenSource implements TokenSource {
 }
 
 export class StoredGrant extends SharedTokenSource {
+  readonly remedy = LOGIN_AGAIN;
   private file: CredentialFile | undefined;
   /** Identity of the file version `file` came from: a new login or an edit makes it read again. */
   private version = "";
@@ -80,13 +98,16 @@ export class StoredGrant extends SharedTokenSource {
     return file;
   }
 
-  protected async renew(): Promise<string> {
+  protected async renew(refused?: string): Promise<string> {
     let file = this.read();
-    if (needsRefresh(file)) {
+    const stale = (candidate: CredentialFile) =>
+      needsRefresh(candidate) || candidate.token_response.access_token === refused;
+    if (stale(file)) {
       if (!file.token_response.refresh_token) {
+        const what = refused === undefined ? "has expired" : "was refused by the server";
         throw new ReplError(
           "CREDENTIALS_MISSING",
-          `The stored OAuth access token has expired and has no refresh token; ${LOGIN_AGAIN}`,
+          `The stored OAuth access token ${what} and has no refresh token; ${LOGIN_AGAIN}`,
         );
       }
       const lock = await lockExclusive(
@@ -103,7 +124,7 @@ export class StoredGrant extends SharedTokenSource {
       try {
         // Another server may have refreshed while we waited; its rotated token is the one to use.
         file = this.read();
-        if (needsRefresh(file)) {
+        if (stale(file)) {
           file = await this.refresh(file);
           this.version = this.stamp();
         }
@@ -205,6 +226,7 @@ class ClientCredentialsProvider implements OAuthClientProvider {
 }
 
 export class ClientCredentialsGrant extends SharedTokenSource {
+  readonly remedy = "check oauth.clientId, oauth.clientSecret and scopes, then mcp.refresh()";
   private token: string | undefined;
   private expiresAt = 0;
 
@@ -233,7 +255,7 @@ export class ClientCredentialsGrant extends SharedTokenSource {
       throw oauthFailure(
         "OAuth client_credentials grant failed",
         error,
-        "check oauth.clientId, oauth.clientSecret and scopes, then mcp.refresh()",
+        this.remedy,
         [this.spec.oauth?.clientSecret, this.spec.oauth?.clientId],
       );
     }

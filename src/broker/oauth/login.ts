@@ -162,8 +162,10 @@ export async function oauthLogin(entry: ServerEntry | undefined, announce: (line
       throw fail(`${refused}; nothing was exchanged or saved. Run --oauth-login again`);
     }
     const code = callback.params.get("code") as string;
+    // The SDK checks iss again (RFC 9207) when it is given; refusal() already compared it with discovery.
+    const iss = callback.params.get("iss") ?? undefined;
     try {
-      await auth(provider, { ...options, authorizationCode: code });
+      await auth(provider, { ...options, authorizationCode: code, ...(iss === undefined ? {} : { iss }) });
       await saveUnderLock(path, () => save(path, spec, provider, capture, listener.redirectUri));
     } catch (error) {
       callback.answer(false);
