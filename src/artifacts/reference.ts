@@ -1,4 +1,4 @@
-// What an agent or a cell holds in place of a large value: the artifact reference (README "Artifacts"), and
+// What an agent or a cell holds in place of a large value: the artifact reference (docs/artifacts.md), and
 // the messages every artifact operation shares. The valibot schemas are the single source of the types
 // and of the published output schemas.
 import * as v from "valibot";

@@ -75,7 +75,7 @@ export class Broker {
     return this.options.project;
   }
 
-  /** Names cells may use; none while the broker is disabled (README: the registry is empty then). */
+  /** Names cells may use; none while the broker is disabled (docs/broker.md: the registry is empty then). */
   servers(): string[] {
     const registry = this.current();
     this.refuseBroken(registry);

@@ -1,4 +1,4 @@
-// One registry entry as the user wrote it, validated strictly, and ${VAR} substitution (README
+// One registry entry as the user wrote it, validated strictly, and ${VAR} substitution (docs/broker.md
 // "The registry"). Error messages name the server and the field, never a value: values may be secrets.
 import * as v from "valibot";
 import { type ErrorCodeName, ReplError } from "../errors.ts";

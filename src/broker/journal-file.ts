@@ -1,4 +1,4 @@
-// The journal on disk (--journal PATH; README "Effects, cancellation and the journal"). One server owns
+// The journal on disk (--journal PATH; docs/broker.md "Effects, cancellation and the journal"). One server owns
 // a journal file at a time: an exclusive flock on its `.lock` sibling, taken at start-up without waiting. An existing file is
 // trusted only when it is private, ours, small and made of known keys; calls it still lists as
 // dispatched were cut off by a crash and become outcome_unknown before anything else runs. Every change

@@ -1,4 +1,4 @@
-// Where the broker's servers come from (README "The registry"): the launch project's .mcp.json or an explicit
+// Where the broker's servers come from (docs/broker.md "The registry"): the launch project's .mcp.json or an explicit
 // --config file, plus opted-in entries of ~/.claude.json. A broken registry never stops the server: it
 // becomes a configuration error that broker operations report until a refresh finds it repaired.
 import { closeSync, constants, fstatSync, openSync, readSync, statSync } from "node:fs";

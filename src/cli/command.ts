@@ -1,4 +1,4 @@
-// The command line (README "Command line"). Serving is the default; `doctor` is the one subcommand. Usage
+// The command line (docs/cli.md). Serving is the default; `doctor` is the one subcommand. Usage
 // mistakes never reach stdout (an MCP client reads it as JSON-RPC): one line saying what is wrong and
 // one hint go to stderr, and the exit status is 2. Help and the version are asked for, so they go to
 // stdout.

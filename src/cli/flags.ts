@@ -1,5 +1,5 @@
-// Every public flag, described once: the parser, `--help` and the README table agree because they all
-// come from here. Serving and `doctor` share the flags that say where things are.
+// Every public flag, described once: the parser, `--help` and the table in docs/cli.md agree because they
+// all come from here. Serving and `doctor` share the flags that say where things are.
 import { HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS, RSS_DEFAULT_MIB } from "../limits.ts";
 import { LOG_LEVELS } from "../log.ts";
 

@@ -1,4 +1,4 @@
-// Turns a tool's structured value into the MCP CallToolResult (README "Errors"): one text block for
+// Turns a tool's structured value into the MCP CallToolResult (docs/tools.md "Errors"): one text block for
 // people, then the run's inline displays in order (images as image blocks, text as text blocks) and links
 // to artifacts, the structured value for programs, and isError derived from the value itself.
 import type { ArtifactReference } from "../artifacts/reference.ts";

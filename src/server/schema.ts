@@ -1,5 +1,5 @@
 // Tool schemas are valibot schemas; this module turns them into the published JSON Schemas and turns
-// input validation failures into the protocol error README "Errors" describes (or, for a byte limit, into a
+// input validation failures into the protocol error docs/tools.md "Errors" describes (or, for a byte limit, into a
 // LIMIT_EXCEEDED tool result).
 import { toJsonSchema } from "@valibot/to-json-schema";
 import * as v from "valibot";

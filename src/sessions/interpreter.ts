@@ -1,4 +1,4 @@
-// Which Python the server starts by default (README "Command line"): an explicit --python / REPL_MCP_PYTHON,
+// Which Python the server starts by default (docs/cli.md "Which Python"): an explicit --python / REPL_MCP_PYTHON,
 // else a python beside the binary (an install that ships its own environment), else python3 on PATH.
 import { accessSync, constants, lstatSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, resolve } from "node:path";

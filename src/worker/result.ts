@@ -1,4 +1,4 @@
-// The execution result every execution tool returns (README "execute_python"). The valibot schema is the single
+// The execution result every execution tool returns (docs/tools.md "execute_python"). The valibot schema is the single
 // source of both the TypeScript type and the published output schema; it extends what the worker sends.
 import * as v from "valibot";
 import { ArtifactReference } from "../artifacts/reference.ts";

@@ -1,6 +1,6 @@
 // Resident set size of one process, for the worker's memory budget. Linux reads /proc (VmRSS is in
 // kB whatever the page size); other systems have no cheap equivalent here and report nothing (the
-// budget is then not enforced, see README).
+// budget is then not enforced, see docs/reliability.md).
 import { readFileSync } from "node:fs";
 
 export function residentBytes(pid: number): number | undefined {

@@ -1,4 +1,4 @@
-// The credential file of an authorization-code grant (README, OAuth: "The credential file"): one JSON object a user may read
+// The credential file of an authorization-code grant (docs/broker.md, OAuth: "The credential file"): one JSON object a user may read
 // and edit, holding the client registration and the token endpoint's response as it arrived. It is
 // private (0600, a regular file owned by the user, never a symlink), at most 64 KiB, bound to the
 // server URL it was granted for, and only ever replaced whole.

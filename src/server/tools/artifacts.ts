@@ -35,7 +35,7 @@ export const ArtifactOutputs = {
   }),
 };
 
-/** Success or a routed failure: {error, error_code} with the session's identity (README "Errors"). */
+/** Success or a routed failure: {error, error_code} with the session's identity (docs/tools.md "Errors"). */
 const output = <S extends v.GenericSchema<unknown, Record<string, unknown>>>(schema: S) =>
   v.union([schema, RoutedFailure]);
 

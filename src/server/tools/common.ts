@@ -57,7 +57,7 @@ export const Identity = {
 /** What every failed tool result carries: the message, and the stable code to branch on. */
 export const Failed = { error: v.string(), error_code: ErrorCodeName };
 
-/** A tool-level failure (README "Errors"): `{error, error_code}`, plus identity for routed tools. */
+/** A tool-level failure (docs/tools.md "Errors"): `{error, error_code}`, plus identity for routed tools. */
 export const ToolFailure = v.object({ ...Failed });
 export const RoutedFailure = v.object({ ...Failed, ...Identity });
 
