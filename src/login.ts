@@ -7,6 +7,7 @@ import { oauthLogin } from "./broker/oauth/login.ts";
 import { loadRegistry } from "./broker/registry.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import { describe } from "./errors.ts";
+import { log } from "./log.ts";
 import { NAME } from "./version.ts";
 
 function die(message: string): never {
@@ -15,6 +16,10 @@ function die(message: string): never {
 }
 
 export async function login(options: ServeOptions, server: string): Promise<never> {
+  // The first two lines on stderr are the prompt and the URL, and nothing comes before them: a library
+  // warning goes to the log at debug level instead (--log-level debug shows it after the fact).
+  console.warn = (message?: unknown, ...rest: unknown[]) => log.debug(message, ...rest);
+  console.log = console.warn;
   let project: string;
   try {
     project = realpathSync(process.cwd());

@@ -15,7 +15,7 @@ import { withTimeout } from "../timeout.ts";
 import { NAME, VERSION } from "../version.ts";
 import type { HttpEntry, ServerEntry, StdioEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
-import { peerProblem, timedOut } from "./peer-fault.ts";
+import { ownCause, peerProblem, timedOut } from "./peer-fault.ts";
 
 /** The error code a 2026-07-28 peer answers `initialize` with (UnsupportedProtocolVersion). */
 const UNSUPPORTED_PROTOCOL_VERSION = -32022;
@@ -208,7 +208,7 @@ function connectFailure(
     const message = `MCP connection failed: ${problem}; fix the entry, then mcp.refresh()`;
     return { kind: "disconnected", error: new ReplError("CONNECT_FAILED", message, { cause: error }) };
   }
-  const code = error instanceof ReplError ? error.code : undefined;
+  const code = ownCause(error)?.code;
   if (code === "CONNECT_TIMEOUT" || timedOut(error)) {
     return {
       kind: "connection_timeout",

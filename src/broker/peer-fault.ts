@@ -20,6 +20,16 @@ export class PeerFault extends ReplError {
 
 /** What the peer did wrong, from the error or the reason its transport recorded; else undefined. */
 export function peerProblem(error: unknown, failure: string | undefined): string | undefined {
-  if (error instanceof PeerFault) return error.message;
-  return failure;
+  // The SDK may wrap what our fetch or transport threw (its negotiation does): look through causes.
+  const own = ownCause(error);
+  return own instanceof PeerFault ? own.message : failure;
+}
+
+/** Our own error behind an SDK error, if one of its causes is ours (what our fetch or transport threw). */
+export function ownCause(error: unknown): ReplError | undefined {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; depth++) {
+    if (cause instanceof ReplError) return cause;
+    cause = cause.cause;
+  }
+  return undefined;
 }

@@ -4,8 +4,14 @@
 // server at connect and again near expiry. Tokens stay in memory and in that one file, nowhere else.
 
 import { statSync } from "node:fs";
-import type { AuthorizationServerMetadata, OAuthTokens } from "@modelcontextprotocol/client";
-import { auth, type OAuthClientProvider, refreshAuthorization } from "@modelcontextprotocol/client";
+import {
+  type AuthorizationServerMetadata,
+  auth,
+  type OAuthClientInformationContext,
+  type OAuthClientProvider,
+  type OAuthTokens,
+  refreshAuthorization,
+} from "@modelcontextprotocol/client";
 import { ReplError } from "../../errors.ts";
 import { lockExclusive, lockPathFor } from "../../fs/lock.ts";
 import { OAUTH_REFRESH_LOCK_WAIT_MS, OAUTH_REFRESH_MARGIN_SECONDS } from "../../limits.ts";
@@ -201,10 +207,12 @@ class ClientCredentialsProvider implements OAuthClientProvider {
       ...(scope ? { scope } : {}),
     };
   }
-  clientInformation() {
+  // Configured for this entry, so it belongs to whichever authorization server its discovery finds.
+  clientInformation(ctx?: OAuthClientInformationContext) {
     return {
       client_id: this.spec.oauth?.clientId as string,
       client_secret: this.spec.oauth?.clientSecret as string,
+      ...(ctx ? { issuer: ctx.issuer } : {}),
     };
   }
   tokens() {

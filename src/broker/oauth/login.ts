@@ -6,6 +6,7 @@ import { randomBytes } from "node:crypto";
 import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/client";
 import {
   auth,
+  type OAuthClientInformationContext,
   type OAuthClientProvider,
   type OAuthDiscoveryState,
   selectClientAuthMethod,
@@ -63,8 +64,10 @@ class LoginProvider implements OAuthClientProvider {
   state() {
     return this.expectedState;
   }
-  clientInformation() {
-    return this.client;
+  // The client (registered now, or preregistered in the registry) belongs to the authorization server
+  // this login discovered: the SDK checks that stamp (SEP-2352) before it uses the client.
+  clientInformation(ctx?: OAuthClientInformationContext) {
+    return this.client && ctx ? { ...this.client, issuer: ctx.issuer } : this.client;
   }
   saveClientInformation(client: OAuthClientInformationMixed) {
     this.client = client;
