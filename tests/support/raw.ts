@@ -8,6 +8,20 @@ export interface RawOptions {
   args?: string[];
   env?: Record<string, string>;
   beforeStart?: (project: string) => void;
+  /**
+   * "legacy" (default): an `initialize` handshake first. "modern": no handshake; every request carries
+   * the 2026-07-28 `_meta` envelope (see `envelope`).
+   */
+  era?: "legacy" | "modern";
+}
+
+/** The 2026-07-28 per-request envelope; `capabilities` are the client capabilities it declares. */
+export function envelope(capabilities: Record<string, unknown> = {}, version = "2026-07-28") {
+  return {
+    "io.modelcontextprotocol/protocolVersion": version,
+    "io.modelcontextprotocol/clientInfo": { name: "raw", version: "0" },
+    "io.modelcontextprotocol/clientCapabilities": capabilities,
+  };
 }
 
 type Message = Record<string, any>;
@@ -18,6 +32,8 @@ export class RawServer {
   readonly corrupt: string[] = [];
   stderr = "";
   private nextId = 1_000;
+  /** Under the 2026-07-28 era, what each request's params._meta starts from. */
+  meta: Record<string, unknown> | undefined;
 
   private constructor(
     readonly proc: Bun.Subprocess<"pipe", "pipe", "pipe">,
@@ -55,7 +71,8 @@ export class RawServer {
       stderr: "pipe",
     });
     const server = new RawServer(proc, dir, project, tag);
-    await server.initialize();
+    if (options.era === "modern") server.meta = envelope();
+    else await server.initialize();
     return server;
   }
 
@@ -81,6 +98,10 @@ export class RawServer {
   /** Sends a request and waits for the message answering its id. */
   async request(method: string, params: unknown, timeoutMs = 30_000): Promise<Message> {
     const id = this.nextId++;
+    if (this.meta) {
+      const own = (params as { _meta?: Record<string, unknown> } | undefined)?._meta;
+      params = { ...(params as object), _meta: { ...this.meta, ...own } };
+    }
     this.send({ jsonrpc: "2.0", id, method, params });
     return this.waitMessage((message) => message.id === id, timeoutMs);
   }
