@@ -51,6 +51,7 @@ export class JsonRpcPipe {
   private readonly waiting: Waiting[] = [];
   private waitingBytes = 0;
   private scheduled = false;
+  private servedThisTurn = 0;
   private resumeReading: (() => void) | undefined;
   private stopped = false;
 
@@ -139,7 +140,8 @@ export class JsonRpcPipe {
         return;
       }
     }
-    if (this.waiting.length === 0 && this.backlog <= this.limits.backlogMaxBytes && !this.scheduled) {
+    if (this.waiting.length === 0 && this.mayServe()) {
+      this.served();
       this.handlers.deliver(message);
       return;
     }
@@ -159,6 +161,20 @@ export class JsonRpcPipe {
     return true;
   }
 
+  /** Whether one more request may be served now: the backlog has room and this turn its share left. */
+  private mayServe(): boolean {
+    return this.backlog <= this.limits.backlogMaxBytes && this.servedThisTurn < REQUESTS_PER_TURN;
+  }
+
+  /** Counts a request served in this turn; the count starts over in the next one. */
+  private served(): void {
+    if (this.servedThisTurn++ > 0) return;
+    setImmediate(() => {
+      this.servedThisTurn = 0;
+      this.schedule();
+    });
+  }
+
   private schedule(): void {
     if (this.scheduled || this.waiting.length === 0 || this.stopped) return;
     if (this.backlog > this.limits.backlogMaxBytes) return; // a finishing write calls schedule again
@@ -168,12 +184,13 @@ export class JsonRpcPipe {
 
   private serveWaiting(): void {
     this.scheduled = false;
-    let served = 0;
     while (this.waiting.length > 0 && !this.stopped) {
-      if (this.backlog > this.limits.backlogMaxBytes || served === REQUESTS_PER_TURN) break;
-      const next = this.waiting.shift() as Waiting;
+      const next = this.waiting[0] as Waiting;
+      const isRequest = "id" in next.message && "method" in next.message;
+      if (isRequest && !this.mayServe()) break;
+      this.waiting.shift();
       this.waitingBytes -= next.bytes;
-      if ("id" in next.message && "method" in next.message) served++;
+      if (isRequest) this.served();
       this.handlers.deliver(next.message);
     }
     if (this.waitingBytes <= this.limits.waitingMaxBytes && this.resumeReading) {

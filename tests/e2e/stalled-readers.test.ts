@@ -3,7 +3,7 @@
 // leaving no process. A stdio peer: it is stopped and the calls waiting on it fail with a clear error.
 // Both cases run side by side, as each has to wait out the same deadline.
 import { afterAll, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Harness, taggedPids, waitFor } from "../support/harness.ts";
 import { RawServer } from "../support/raw.ts";
@@ -60,4 +60,46 @@ async function peerStopsReading(): Promise<void> {
 
 test("a client and a stdio peer that stop reading are treated as gone after the deadline", async () => {
   await Promise.all([clientStopsReading(), peerStopsReading()]);
+}, 120_000);
+
+/** Resident memory of one process, in MiB. */
+function rssMib(pid: number): number {
+  const kib = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1];
+  return Number(kib) / 1024;
+}
+
+// Issue 20, defect 5: before, 3,000 pipelined polls of a chatty run grew the server by 650 MiB within 12 s
+// while the client read nothing; every answer waited in memory for the stalled pipe.
+test("a client that stops reading while requests pile up costs a few MiB, and loses no answer", async () => {
+  const s = await RawServer.start();
+  cleanups.push(() => s.close());
+  const started = await s.call("python_start", {
+    code: "import sys, time\nfor i in range(600):\n    print('x' * 1000, i, flush=True); print('e' * 1000, file=sys.stderr, flush=True); time.sleep(0.05)",
+  });
+  const runId = started.result.structuredContent.run_id;
+  await waitFor(
+    async () => ((await s.call("python_run", { run_id: runId })).result.structuredContent.stdout ?? "").length > 40_000,
+    { timeoutMs: 20_000, what: "the run's live output to fill" },
+  );
+  const before = rssMib(s.proc.pid);
+  s.pauseReading();
+  const first = 700_000;
+  const polls = 3_000;
+  for (let i = 0; i < polls; i++) {
+    s.send({ jsonrpc: "2.0", id: first + i, method: "tools/call", params: { name: "python_run", arguments: { run_id: runId } } });
+  }
+  // Watch the server for the 12 s the defect needed, then let the client read again.
+  let peak = before;
+  const until = Date.now() + 12_000;
+  while (Date.now() < until) {
+    peak = Math.max(peak, rssMib(s.proc.pid));
+    await Bun.sleep(200);
+  }
+  s.resumeReading();
+  await waitFor(() => s.messages.filter((m) => m.id >= first && m.id < first + polls).length === polls, {
+    timeoutMs: 60_000,
+    what: "every poll to be answered once the client reads",
+  });
+  expect(peak - before).toBeLessThan(64);
+  await s.call("python_cancel", { run_id: runId });
 }, 120_000);

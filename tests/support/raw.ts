@@ -161,10 +161,21 @@ export class RawServer {
 
   /** Stops reading stdout (a client that hangs): the server's writes back up into the pipe. */
   pauseReading(): void {
-    this.paused ??= new Promise<void>(() => {});
+    this.paused ??= new Promise<void>((resolve) => {
+      this.resume = resolve;
+    });
+  }
+
+  /** Reads again after pauseReading(). */
+  resumeReading(): void {
+    const resume = this.resume;
+    this.paused = undefined;
+    this.resume = undefined;
+    resume?.();
   }
 
   private paused: Promise<void> | undefined;
+  private resume: (() => void) | undefined;
 
   private async readStdout(): Promise<void> {
     const decoder = new TextDecoder();
