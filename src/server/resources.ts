@@ -24,9 +24,9 @@ const TOO_LARGE =
   "Artifact is larger than 512 KiB, too large for one MCP message; read it in ranges with artifact_read " +
   "(offset, length <= 65536) or write it to a file with artifact_save";
 
-/** An error the SDK sends as a JSON-RPC error with exactly this code and message. */
-function rpcError(code: number, message: string): Error {
-  return Object.assign(new Error(message), { code });
+/** An error the SDK sends as a JSON-RPC error with exactly this code, message and data. */
+function rpcError(code: number, message: string, data?: unknown): Error {
+  return Object.assign(new Error(message), { code, ...(data === undefined ? {} : { data }) });
 }
 
 /** The resource description of one artifact; the resource_link block of a result uses it too. */
@@ -79,6 +79,7 @@ export function serveResources(
       throw rpcError(
         INVALID_PARAMS,
         "Unknown resource URI; artifact URIs look like repl-mcp://artifacts/<session_id>/<artifact id>",
+        { uri },
       );
     }
     let whole: Awaited<ReturnType<ArtifactStore["readWhole"]>>;
@@ -88,7 +89,7 @@ export function serveResources(
     } catch (error) {
       const message = describe(error);
       const code = codeOf(error) === "ARTIFACT_UNKNOWN" ? RESOURCE_NOT_FOUND : INVALID_PARAMS;
-      throw rpcError(code, error instanceof ReplError ? message : "Artifact could not be read");
+      throw rpcError(code, error instanceof ReplError ? message : "Artifact could not be read", { uri });
     }
     const { reference, bytes } = whole;
     const mimeType = MIME_TYPES[reference.format];

@@ -138,8 +138,13 @@ export class StdioTransport implements Transport {
 function unsupportedClaim(message: JSONRPCMessage): JSONRPCMessage | undefined {
   if (!("method" in message) || !("id" in message)) return undefined;
   const claim = (message.params?._meta as Record<string, unknown> | undefined)?.[CLAIM];
-  if (claim === undefined || (typeof claim === "string" && MODERN_REVISIONS.includes(claim))) return undefined;
+  if (claim === undefined || (typeof claim === "string" && MODERN_REVISIONS.includes(claim)))
+    return undefined;
   const requested = typeof claim === "string" ? claim : "unknown";
   const error = new UnsupportedProtocolVersionError({ supported: MODERN_REVISIONS, requested });
-  return { jsonrpc: "2.0", id: message.id, error: { code: error.code, message: error.message, data: error.data } };
+  return {
+    jsonrpc: "2.0",
+    id: message.id,
+    error: { code: error.code, message: error.message, data: error.data },
+  };
 }

@@ -260,12 +260,10 @@ export class ClientCredentialsGrant extends SharedTokenSource {
         fetchFn,
       });
     } catch (error) {
-      throw oauthFailure(
-        "OAuth client_credentials grant failed",
-        error,
-        this.remedy,
-        [this.spec.oauth?.clientSecret, this.spec.oauth?.clientId],
-      );
+      throw oauthFailure("OAuth client_credentials grant failed", error, this.remedy, [
+        this.spec.oauth?.clientSecret,
+        this.spec.oauth?.clientId,
+      ]);
     }
     const tokens = provider.received as OAuthTokens;
     this.token = tokens.access_token;

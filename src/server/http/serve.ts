@@ -80,13 +80,9 @@ async function handle(
 ): Promise<Response> {
   const refusal = guard.check(request);
   if (refusal?.status === 403) return jsonError(403, -32001, refusal.message);
-  if (new URL(request.url).pathname !== "/mcp") {
-    return jsonError(
-      404,
-      -32000,
-      "Not found; MCP is served at /mcp (there is no OAuth: send the bearer token)",
-    );
-  }
+  // Clients that get 401 look for OAuth here and quote what they find (Claude Code shows this body and
+  // hides anything that looks like a path): say plainly that there is none and what to send instead.
+  if (new URL(request.url).pathname !== "/mcp") return jsonError(404, -32000, NO_OAUTH);
   if (refusal) {
     return jsonError(401, -32001, refusal.message, { "WWW-Authenticate": 'Bearer realm="repl-mcp"' });
   }
@@ -100,7 +96,9 @@ async function handle(
     const body = await readJsonBody(request, MCP_MESSAGE_MAX_BYTES);
     if ("status" in body) return jsonError(body.status, body.code, body.message);
     parsedBody = body.json;
-    if (!(await isLegacyRequest(request, parsedBody))) {
+    // server/discover exists only in 2026-07-28: without its envelope it is a broken 2026 request, which
+    // the 2026 side answers as such (400, -32602, its id), not a legacy request without a session.
+    if (isDiscover(parsedBody) || !(await isLegacyRequest(request, parsedBody))) {
       const response = await principals.serve(request, parsedBody, token);
       return response ?? full();
     }
@@ -134,6 +132,14 @@ function full(): Response {
     -32000,
     `The server holds its maximum of ${SESSIONS_MAX} sessions; end an MCP session or close Python sessions`,
   );
+}
+
+const NO_OAUTH =
+  "Not found. This repl-mcp server has no OAuth: send its bearer token in the header " +
+  "'Authorization: Bearer <token>' (claude mcp add --transport http NAME URL --header ...)";
+
+function isDiscover(body: unknown): boolean {
+  return (body as { method?: unknown } | null)?.method === "server/discover";
 }
 
 function jsonError(status: number, code: number, message: string, headers: Record<string, string> = {}) {
