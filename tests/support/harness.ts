@@ -1,12 +1,12 @@
-// Drives the compiled binary the way an MCP client does: the SDK Client over real stdio. Every server
-// runs in its own temporary project with HOME and XDG directories inside it, and carries a unique tag in
-// its environment so the test can find every process it left behind (the worker and guardian inherit it).
+// Drives the compiled binary the way an MCP client does: the SDK Client over real stdio, in either protocol
+// era. Every server runs in its own temporary project with HOME and XDG directories inside it, and carries a
+// unique tag in its environment so the test can find every process it left behind (the worker and guardian
+// inherit it).
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { type CallToolResult, Client } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 /** A C call that holds the GIL with SIGINT blocked: no KeyboardInterrupt can reach Python code. */
 export const STUCK_IN_C =
@@ -19,7 +19,86 @@ export const REAL_PYTHON = Bun.spawnSync(["python3", "-c", "import sys; print(sy
   .stdout.toString()
   .trim();
 
+/**
+ * Which protocol era a test client speaks: `legacy` is the 2025-11-25 `initialize` handshake (what the SDK
+ * client does by default), `modern` the stateless 2026-07-28 revision, where `execute_python` and
+ * `python_start` must name a session.
+ */
+export type Era = "legacy" | "modern";
+export const MODERN_VERSION = "2026-07-28";
+
+/** An SDK client for `era`; a modern one is pinned, so a server that cannot speak 2026-07-28 fails loudly. */
+export function eraClient(name: string, era: Era): Client {
+  const info = { name, version: "0.0.0" };
+  return era === "modern"
+    ? new Client(info, { versionNegotiation: { mode: { pin: MODERN_VERSION } } })
+    : new Client(info);
+}
+
+/**
+ * The SDK probes `server/discover` on a disposable second copy of the server when it is given its own base
+ * stdio transport; a subclass is probed in place, so a modern harness starts exactly one server.
+ */
+class InPlaceStdioTransport extends StdioClientTransport {}
+
+/** The tool calls that the modern era refuses without a `session_id`. */
+const NEEDS_SESSION = new Set(["execute_python", "python_start"]);
+
+export type ToolResult = CallToolResult & { structuredContent: Record<string, any> };
+
+/** Tool calls through one SDK client of either era; the stdio harness and the HTTP clients share it. */
+export class ToolClient {
+  readonly client: Client;
+  private defaultSession?: string;
+
+  constructor(
+    name: string,
+    readonly era: Era,
+    private readonly timeoutMs: number,
+  ) {
+    this.client = eraClient(name, era);
+  }
+
+  /** Calls a tool with exactly these arguments (nothing is added in either era). */
+  async call(name: string, args: Record<string, unknown> = {}, options: { signal?: AbortSignal } = {}) {
+    return (await this.client.callTool(
+      { name, arguments: args },
+      { timeout: this.timeoutMs, signal: options.signal },
+    )) as ToolResult;
+  }
+
+  /**
+   * Calls a tool as a client of this era would: in the modern era a call that must name a session and does
+   * not gets the default session's id (read once from python_health), so one check runs in both eras.
+   */
+  async callInSession(
+    name: string,
+    args: Record<string, unknown> = {},
+    options: { signal?: AbortSignal } = {},
+  ) {
+    const needs = this.era === "modern" && NEEDS_SESSION.has(name) && !("session_id" in args);
+    return await this.call(name, needs ? { ...args, session_id: await this.sessionId() } : args, options);
+  }
+
+  /** Runs one cell and returns its structured result (in the default session, in either era). */
+  async run(code: string, args: Record<string, unknown> = {}) {
+    return (await this.callInSession("execute_python", { code, ...args })).structuredContent;
+  }
+
+  async health() {
+    return (await this.call("python_health")).structuredContent;
+  }
+
+  /** The default session's id, as python_health reports it: what a 2026-07-28 client must pass. */
+  async sessionId(): Promise<string> {
+    this.defaultSession ??= (await this.health()).server.session_id as string;
+    return this.defaultSession;
+  }
+}
+
 export interface ServerOptions {
+  /** The protocol era the client speaks (default: legacy). */
+  era?: Era;
   /** Another build of the binary (default: BINARY). */
   binary?: string;
   args?: string[];
@@ -34,8 +113,7 @@ export function tempDir(prefix = "repl-mcp-test-"): string {
   return realpathSync(mkdtempSync(join(tmpdir(), prefix)));
 }
 
-export class Harness {
-  readonly client = new Client({ name: "repl-mcp-tests", version: "0.0.0" });
+export class Harness extends ToolClient {
   readonly tag = crypto.randomUUID();
   readonly dir: string;
   readonly project: string;
@@ -43,7 +121,8 @@ export class Harness {
   private transport!: StdioClientTransport;
   stderr = "";
 
-  private constructor() {
+  private constructor(era: Era) {
+    super("repl-mcp-tests", era, 600_000);
     this.dir = tempDir();
     this.project = join(this.dir, "project");
     this.home = join(this.dir, "home");
@@ -52,9 +131,9 @@ export class Harness {
   }
 
   static async start(options: ServerOptions = {}): Promise<Harness> {
-    const harness = new Harness();
+    const harness = new Harness(options.era ?? "legacy");
     options.beforeStart?.(harness.project);
-    harness.transport = new StdioClientTransport({
+    harness.transport = new InPlaceStdioTransport({
       command: options.binary ?? BINARY,
       args: options.args ?? [],
       cwd: options.cwd ?? harness.project,
@@ -81,23 +160,6 @@ export class Harness {
 
   get serverPid(): number {
     return this.transport.pid as number;
-  }
-
-  async call(name: string, args: Record<string, unknown> = {}, options: { signal?: AbortSignal } = {}) {
-    return (await this.client.callTool({ name, arguments: args }, undefined, {
-      timeout: 600_000,
-      signal: options.signal,
-    })) as CallToolResult & { structuredContent: Record<string, any> };
-  }
-
-  /** Runs one cell and returns its structured result. */
-  async run(code: string, args: Record<string, unknown> = {}) {
-    const result = await this.call("execute_python", { code, ...args });
-    return result.structuredContent;
-  }
-
-  async health() {
-    return (await this.call("python_health")).structuredContent;
   }
 
   /** Processes other than the server itself still carrying this harness's tag (guardians, workers). */

@@ -1,12 +1,11 @@
 // Drives the compiled binary as an HTTP server: spawned with --transport http --port 0 in its own temp
 // project, its URL read from the one line it prints on stderr, clients connected with the SDK's
-// Streamable HTTP client transport. Every process it starts carries a tag, as in harness.ts.
+// Streamable HTTP client transport in either protocol era. Every process it starts carries a tag, as in
+// harness.ts.
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { BINARY, taggedPids, tempDir, waitFor } from "./harness.ts";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { BINARY, type Era, ToolClient, taggedPids, tempDir, waitFor } from "./harness.ts";
 
 export class HttpServer {
   readonly tag = crypto.randomUUID();
@@ -65,8 +64,12 @@ export class HttpServer {
     }
   }
 
-  async connect(headers: Record<string, string> = {}): Promise<HttpClient> {
-    const client = new HttpClient(this.url, headers);
+  /** A connected client; `era` defaults to legacy (a 2025-11-25 session over `Mcp-Session-Id`). */
+  async connect(
+    headers: Record<string, string> = {},
+    { era = "legacy" }: { era?: Era } = {},
+  ): Promise<HttpClient> {
+    const client = new HttpClient(this.url, headers, era);
     await client.client.connect(client.transport);
     this.clients.push(client);
     return client;
@@ -93,24 +96,12 @@ export class HttpServer {
   }
 }
 
-export class HttpClient {
-  readonly client = new Client({ name: "repl-mcp-http-tests", version: "0.0.0" });
+export class HttpClient extends ToolClient {
   readonly transport: StreamableHTTPClientTransport;
 
-  constructor(url: string, headers: Record<string, string>) {
+  constructor(url: string, headers: Record<string, string>, era: Era) {
+    super("repl-mcp-http-tests", era, 120_000);
     this.transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
-  }
-
-  async call(name: string, args: Record<string, unknown> = {}) {
-    return (await this.client.callTool({ name, arguments: args }, undefined, {
-      timeout: 120_000,
-    })) as CallToolResult & {
-      structuredContent: Record<string, any>;
-    };
-  }
-
-  async run(code: string, args: Record<string, unknown> = {}) {
-    return (await this.call("execute_python", { code, ...args })).structuredContent;
   }
 }
 
