@@ -4,9 +4,9 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, readdirSync, readlinkSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
-import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 import { BINARY, pidAlive, tempDir, waitFor } from "../support/harness.ts";
 import { HttpServer, INITIALIZE, post } from "../support/http.ts";
+import { LegacyTasks } from "../support/legacy-tasks.ts";
 
 const TOKEN = "s3cret-token-0123456789abcdef";
 let servers: HttpServer[] = [];
@@ -100,7 +100,6 @@ describe("serving", () => {
           code: "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.8)\n'ok'",
         },
       },
-      undefined,
       { timeout: 60_000, onprogress: (progress) => seen.push(progress.progress) },
     )) as { structuredContent: Record<string, any> };
     expect(result.structuredContent.return_value).toContain("ok");
@@ -111,29 +110,17 @@ describe("serving", () => {
   test("a cell run as an MCP task is the client's own: another client cannot see or fetch it", async () => {
     const server = await serve();
     const [a, b] = await Promise.all([server.connect(), server.connect()]);
-    const stream = a.client.experimental.tasks.callToolStream(
-      { name: "execute_python", arguments: { code: "import time; time.sleep(0.5); 6 * 7" } },
-      CallToolResultSchema,
-      { task: {} },
-    );
-    let taskId = "";
-    for await (const message of stream) {
-      if (message.type === "taskCreated") {
-        taskId = message.task.taskId;
-        await stream.return(undefined);
-      }
-    }
+    const [tasksA, tasksB] = [new LegacyTasks(a.client), new LegacyTasks(b.client)];
+    const { taskId } = await tasksA.create("execute_python", { code: "import time; time.sleep(0.5); 6 * 7" });
     expect(taskId).not.toBe("");
-    const done = (await a.client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)) as {
-      structuredContent: Record<string, any>;
-    };
+    const done = await tasksA.result(taskId);
     expect(done.structuredContent.return_value).toContain("42");
-    expect((await b.client.experimental.tasks.listTasks()).tasks).toEqual([]);
-    const foreign = await b.client.experimental.tasks.getTask(taskId).then(
+    expect((await tasksB.list()).tasks).toEqual([]);
+    const foreign = await tasksB.get(taskId).then(
       () => "found",
       (e) => String(e.message),
     );
-    const unknown = await b.client.experimental.tasks.getTask(crypto.randomUUID()).then(
+    const unknown = await tasksB.get(crypto.randomUUID()).then(
       () => "found",
       (e) => String(e.message).replace(/[0-9a-f-]{36}/, "<id>"),
     );

@@ -1,14 +1,18 @@
-// Long cells as MCP tasks (protocol 2025-11-25) through the SDK client's experimental task API: the task
-// id is the run id, tasks/result is the plain call's result, tasks/cancel stops the run for good.
+// Long cells as MCP tasks (protocol 2025-11-25), the task methods spoken by tests/support/legacy-tasks.ts:
+// the task id is the run id, tasks/result is the plain call's result, tasks/cancel stops the run for good.
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { type CallToolResult, CallToolResultSchema, type Task } from "@modelcontextprotocol/sdk/types.js";
+import type { CallToolResult, Task } from "@modelcontextprotocol/client";
+import { CallToolResultSchema } from "@modelcontextprotocol/core";
 import { Harness, waitFor } from "../support/harness.ts";
+import { LegacyTasks } from "../support/legacy-tasks.ts";
 
 let h: Harness;
+let tasks: LegacyTasks;
 beforeEach(async () => {
   h = await Harness.start();
+  tasks = new LegacyTasks(h.client);
 });
 afterEach(async () => {
   await h.close();
@@ -18,24 +22,11 @@ const RELATED = "io.modelcontextprotocol/related-task";
 
 /** Starts a tool call as a task and returns the task the server created. */
 async function startTask(name: string, args: Record<string, unknown>, ttl?: number): Promise<Task> {
-  const stream = h.client.experimental.tasks.callToolStream({ name, arguments: args }, CallToolResultSchema, {
-    task: ttl === undefined ? {} : { ttl },
-  });
-  for await (const message of stream) {
-    if (message.type === "taskCreated") {
-      // Leave the stream: the task is collected with tasks/get and tasks/result below.
-      await stream.return(undefined);
-      return message.task;
-    }
-    if (message.type === "error") throw message.error;
-  }
-  throw new Error("no task was created");
+  return await tasks.create(name, args, { ttl });
 }
 
-async function taskResult(
-  taskId: string,
-): Promise<CallToolResult & { structuredContent: Record<string, any> }> {
-  return (await h.client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema)) as never;
+async function taskResult(taskId: string) {
+  return await tasks.result(taskId);
 }
 
 function withoutMeta(result: Record<string, unknown>) {
@@ -70,7 +61,7 @@ test("a task runs like python_start: working with live status, then the plain ca
   expect(["starting", "running"]).toContain(live.status);
   await waitFor(
     async () => {
-      const now = await h.client.experimental.tasks.getTask(task.taskId);
+      const now = await tasks.get(task.taskId);
       return now.status === "working" && (now.statusMessage ?? "").includes("warming up");
     },
     { timeoutMs: 10_000, intervalMs: 50, what: "status message with the newest output" },
@@ -83,24 +74,24 @@ test("a task runs like python_start: working with live status, then the plain ca
   // Exactly what the plain call returns for that run (python_run renders the retained result the same way).
   const plain = await h.call("python_run", { run_id: task.taskId });
   expect(withoutMeta(result)).toEqual(withoutMeta(plain) as never);
-  const ended = await h.client.experimental.tasks.getTask(task.taskId);
+  const ended = await tasks.get(task.taskId);
   expect(ended.status).toBe("completed");
   // A call without task still behaves as before.
   expect((await h.run("6*7")).value).toBe(42);
 });
 
-test("callToolStream runs a task to its result, with progress while it runs", async () => {
+test("a task polled to its end gives its result, with progress while it runs", async () => {
   const kinds: string[] = [];
   const progress: number[] = [];
   let final: CallToolResult | undefined;
-  const stream = h.client.experimental.tasks.callToolStream(
-    { name: "execute_python", arguments: { code: "import time\ntime.sleep(1)\n'streamed'" } },
-    CallToolResultSchema,
-    { task: {}, onprogress: (update) => progress.push(update.progress) },
+  const stream = tasks.stream(
+    "execute_python",
+    { code: "import time\ntime.sleep(1)\n'streamed'" },
+    { onprogress: (update) => progress.push(update.progress) },
   );
   for await (const message of stream) {
     kinds.push(message.type);
-    if (message.type === "result") final = message.result as CallToolResult;
+    if (message.type === "result") final = message.result;
     if (message.type === "error") throw message.error;
   }
   expect(kinds[0]).toBe("taskCreated");
@@ -115,7 +106,7 @@ test("a failing cell makes a failed task whose result is the plain error result"
   const result = await taskResult(task.taskId);
   expect(result.isError).toBe(true);
   expect(result.structuredContent.error).toContain("ZeroDivisionError");
-  const ended = await h.client.experimental.tasks.getTask(task.taskId);
+  const ended = await tasks.get(task.taskId);
   expect(ended.status).toBe("failed");
   expect(ended.statusMessage).toContain("ZeroDivisionError");
 });
@@ -126,20 +117,20 @@ test("tasks/cancel stops the run: cancelled at once, and the marker it would wri
   const task = await startTask("execute_python", {
     code: `import time\nprint('started', flush=True)\ntime.sleep(1.5)\nopen(${JSON.stringify(marker)}, 'w').write('late')`,
   });
-  await waitFor(
-    async () =>
-      ((await h.client.experimental.tasks.getTask(task.taskId)).statusMessage ?? "").includes("started"),
-    { timeoutMs: 10_000, intervalMs: 50, what: "the cell to start" },
-  );
-  const cancelled = await h.client.experimental.tasks.cancelTask(task.taskId);
+  await waitFor(async () => ((await tasks.get(task.taskId)).statusMessage ?? "").includes("started"), {
+    timeoutMs: 10_000,
+    intervalMs: 50,
+    what: "the cell to start",
+  });
+  const cancelled = await tasks.cancel(task.taskId);
   expect(cancelled.status).toBe("cancelled");
-  expect((await h.client.experimental.tasks.getTask(task.taskId)).status).toBe("cancelled");
+  expect((await tasks.get(task.taskId)).status).toBe("cancelled");
   const result = await taskResult(task.taskId);
   expect(result.structuredContent.success).toBe(false);
   expect(result.structuredContent.error).toBe("Execution cancelled");
   expect(result.structuredContent.state).toBe("preserved");
   // Cancelling an ended task is refused.
-  await expect(h.client.experimental.tasks.cancelTask(task.taskId)).rejects.toThrow(/already ended/);
+  await expect(tasks.cancel(task.taskId)).rejects.toThrow(/already ended/);
   await h.run("import time\ntime.sleep(1.8)");
   expect(existsSync(marker)).toBe(false);
   expect((await h.run("kept")).value).toBe("yes");
@@ -152,7 +143,7 @@ test("python_cancel on a task's run shows as a cancelled task", async () => {
   const result = await taskResult(task.taskId);
   // Before or after the cell reached the worker, depending on the race.
   expect(result.structuredContent.error).toStartWith("Execution cancelled");
-  expect((await h.client.experimental.tasks.getTask(task.taskId)).status).toBe("cancelled");
+  expect((await tasks.get(task.taskId)).status).toBe("cancelled");
 });
 
 test("a task while the session is busy fails with the busy result; a task on a saved file works", async () => {
@@ -161,8 +152,8 @@ test("a task while the session is busy fails with the busy result; a task on a s
   const refused = await taskResult(busy.taskId);
   expect(refused.isError).toBe(true);
   expect(refused.structuredContent.error).toBe("A cell is already running; inspect python_run or cancel it");
-  expect((await h.client.experimental.tasks.getTask(busy.taskId)).status).toBe("failed");
-  await h.client.experimental.tasks.cancelTask(long.taskId);
+  expect((await tasks.get(busy.taskId)).status).toBe("failed");
+  await tasks.cancel(long.taskId);
   await taskResult(long.taskId);
 
   const health = await h.health();
@@ -185,10 +176,10 @@ test("tasks/list pages through the retained tasks", async () => {
     await taskResult(task.taskId);
     ids.push(task.taskId);
   }
-  const first = await h.client.experimental.tasks.listTasks();
+  const first = await tasks.list();
   expect(first.tasks.length).toBe(20);
   expect(first.nextCursor).toBeDefined();
-  const second = await h.client.experimental.tasks.listTasks(first.nextCursor);
+  const second = await tasks.list(first.nextCursor);
   expect(second.nextCursor).toBeUndefined();
   const listed = [...first.tasks, ...second.tasks];
   expect(listed.map((task) => task.taskId)).toEqual(ids);
@@ -202,7 +193,7 @@ test("the ttl is honoured, and a task leaves with its run from the 64-run histor
   await waitFor(
     async () => {
       try {
-        await h.client.experimental.tasks.getTask(brief.taskId);
+        await tasks.get(brief.taskId);
         return false;
       } catch (error) {
         return /Task not found/.test((error as Error).message);
@@ -216,9 +207,9 @@ test("the ttl is honoured, and a task leaves with its run from the 64-run histor
   const kept = await startTask("execute_python", { code: "'kept'" });
   await taskResult(kept.taskId);
   for (let i = 0; i < 63; i++) await h.run("None");
-  expect((await h.client.experimental.tasks.getTask(kept.taskId)).status).toBe("completed");
+  expect((await tasks.get(kept.taskId)).status).toBe("completed");
   await h.run("None");
-  await expect(h.client.experimental.tasks.getTask(kept.taskId)).rejects.toThrow(/Task not found/);
+  await expect(tasks.get(kept.taskId)).rejects.toThrow(/Task not found/);
 });
 
 test("a tool that is not an execution tool refuses task mode with a protocol error", async () => {
