@@ -7,8 +7,8 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { Client } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 const BINARY = resolve(process.env.REPL_MCP_BINARY ?? join(import.meta.dir, "../../dist/repl-mcp"));
 const serverUrl = process.argv[process.argv.length - 1] as string;

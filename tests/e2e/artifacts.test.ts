@@ -14,7 +14,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/client/validators/ajv";
 import { Harness, waitFor } from "../support/harness.ts";
 
 const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");

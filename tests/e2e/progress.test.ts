@@ -3,7 +3,7 @@
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Progress } from "@modelcontextprotocol/sdk/types.js";
+import type { Progress } from "@modelcontextprotocol/client";
 import { Harness, waitFor } from "../support/harness.ts";
 
 let h: Harness;
@@ -25,11 +25,14 @@ interface Seen extends Progress {
 async function callWithProgress(name: string, args: Record<string, unknown>, timeoutMs = 2_000) {
   const seen: Seen[] = [];
   const began = performance.now();
-  const result = await h.client.callTool({ name, arguments: args }, undefined, {
-    timeout: timeoutMs,
-    resetTimeoutOnProgress: true,
-    onprogress: (progress) => seen.push({ ...progress, at: performance.now() - began }),
-  });
+  const result = await h.client.callTool(
+    { name, arguments: args },
+    {
+      timeout: timeoutMs,
+      resetTimeoutOnProgress: true,
+      onprogress: (progress) => seen.push({ ...progress, at: performance.now() - began }),
+    },
+  );
   return { result: result as { isError?: boolean; structuredContent: Record<string, any> }, seen };
 }
 
@@ -117,7 +120,6 @@ test("a cancelled call stops its notifications and the cell is cancelled as befo
       name: "execute_python",
       arguments: { code: "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.1)" },
     },
-    undefined,
     { signal: controller.signal, onprogress: (progress) => seen.push(progress), timeout: 30_000 },
   );
   await waitFor(() => seen.length >= 3, { timeoutMs: 10_000, what: "three progress notifications" });

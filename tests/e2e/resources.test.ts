@@ -3,7 +3,6 @@
 import { afterAll, afterEach, expect, test } from "bun:test";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ResourceListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { Harness, tempDir, waitFor } from "../support/harness.ts";
 import { runInspector } from "../support/inspector.ts";
 
@@ -17,7 +16,7 @@ test("auto-artifacts come with a resource_link; resources/list and resources/rea
   h = await Harness.start();
   const harness = h;
   let changes = 0;
-  harness.client.setNotificationHandler(ResourceListChangedNotificationSchema, () => {
+  harness.client.setNotificationHandler("notifications/resources/list_changed", () => {
     changes++;
   });
   expect(harness.client.getServerCapabilities()?.resources).toEqual({ listChanged: true });

@@ -161,7 +161,6 @@ test("a client cancelling an open kills the probe and registers nothing", async 
   const controller = new AbortController();
   const pending = h.client.callTool(
     { name: "python_session_open", arguments: { name: "c", project: h.project, python: hang } },
-    undefined,
     { signal: controller.signal },
   );
   await waitFor(() => h.children().length >= 2, { timeoutMs: 10_000, what: "the probe" });

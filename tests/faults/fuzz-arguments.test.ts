@@ -6,8 +6,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { CallToolResultSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
-import Ajv from "ajv";
+import { ProtocolError } from "@modelcontextprotocol/client";
+import { Ajv } from "@modelcontextprotocol/client/validators/ajv";
+import { CallToolResultSchema } from "@modelcontextprotocol/core";
 import { Random } from "./random.ts";
 import { FaultServer } from "./server.ts";
 
@@ -217,10 +218,10 @@ test(
           );
         if (result.content[0]?.type !== "text") problems.push(`#${i} ${tool.name}: first block is not text`);
       } catch (error) {
-        if (error instanceof McpError && error.code === -32602) tally.protocolError++;
+        if (error instanceof ProtocolError && error.code === -32602) tally.protocolError++;
         else
           problems.push(
-            `#${i} ${tool.name} ${JSON.stringify(args).slice(0, 200)}: ${error instanceof McpError ? error.code : ""} ${String(error).slice(0, 300)}`,
+            `#${i} ${tool.name} ${JSON.stringify(args).slice(0, 200)}: ${error instanceof ProtocolError ? error.code : ""} ${String(error).slice(0, 300)}`,
           );
       }
       if (server.exited()) {

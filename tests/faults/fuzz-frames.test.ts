@@ -4,8 +4,8 @@
 // an honest failure (a crash report or a timeout), and the server keeps serving its other sessions.
 import { afterAll, expect, test } from "bun:test";
 import { resolve } from "node:path";
-import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
-import Ajv from "ajv";
+import { Ajv } from "@modelcontextprotocol/client/validators/ajv";
+import { CallToolResultSchema } from "@modelcontextprotocol/core";
 import { FaultServer } from "./server.ts";
 
 const CASES = Number(process.env.REPL_MCP_FRAME_FUZZ_CASES ?? 80);

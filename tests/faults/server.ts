@@ -4,10 +4,8 @@
 // contract says), stdout carried only JSON-RPC, and no process of ours survives.
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { BINARY, taggedPids, tempDir, waitFor } from "../support/harness.ts";
+import { Client, type JSONRPCMessage, type Transport } from "@modelcontextprotocol/client";
+import { BINARY, type ToolResult, taggedPids, tempDir, waitFor } from "../support/harness.ts";
 
 export interface FaultServerOptions {
   args?: string[];
@@ -150,11 +148,7 @@ export class FaultServer {
   }
 
   async call(name: string, args: Record<string, unknown> = {}, timeoutMs = 120_000) {
-    return (await this.client.callTool({ name, arguments: args }, undefined, {
-      timeout: timeoutMs,
-    })) as CallToolResult & {
-      structuredContent: Record<string, any>;
-    };
+    return (await this.client.callTool({ name, arguments: args }, { timeout: timeoutMs })) as ToolResult;
   }
 
   /** Runs a cell; returns the structured result whether it failed or not. */
