@@ -1,7 +1,6 @@
 // Starting an MCP server over stdio with the SDK Client and stopping it without leaving anything behind.
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { type CallToolResult, Client } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { processTree, waitGone } from "./proc.ts";
 
 export interface ServerSpec {

@@ -1,6 +1,7 @@
 // Reference server for the benchmark, compiled by bench/run.ts into a temp dir with the same flags as
-// release/build.ts. It is the smallest MCP server the SDK allows: the low-level Server, the SDK's own
-// StdioServerTransport, one tool that does nothing.
+// release/build.ts. It is the smallest MCP server the SDK allows, served over stdio the way the product
+// is: the low-level Server behind the SDK's `serveStdio` entry (both protocol eras, the SDK's own stdio
+// transport), one tool that does nothing.
 //
 //   trivial-server                               the MCP floor: only `noop`
 //   trivial-server --eval-loop PYTHON SCRIPT     the composed floor: also `execute_python`, which forwards
@@ -8,9 +9,8 @@
 //                                                PYTHON, spawned directly on the first call (no guardian)
 //
 // It exits when its stdin ends, killing the eval loop first, so the benchmark never leaves it behind.
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { Server, type Tool } from "@modelcontextprotocol/server";
+import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import type { Subprocess } from "bun";
 
 interface EvalReply {
@@ -90,45 +90,37 @@ if (argv[0] === "--eval-loop") {
   evalLoop = new EvalLoop(python, script);
 }
 
-const tools = [
-  {
-    name: "noop",
-    description: "Does nothing.",
-    inputSchema: { type: "object" as const, properties: {} },
-  },
-  ...(evalLoop
-    ? [
-        {
-          name: "execute_python",
-          description: "Runs Python in a persistent eval loop.",
-          inputSchema: {
-            type: "object" as const,
-            properties: { code: { type: "string" } },
-            required: ["code"],
-          },
-        },
-      ]
-    : []),
-];
+const noop: Tool = {
+  name: "noop",
+  description: "Does nothing.",
+  inputSchema: { type: "object", properties: {} },
+};
+const executePython: Tool = {
+  name: "execute_python",
+  description: "Runs Python in a persistent eval loop.",
+  inputSchema: { type: "object", properties: { code: { type: "string" } }, required: ["code"] },
+};
+const tools = evalLoop ? [noop, executePython] : [noop];
 
-const server = new Server({ name: "trivial-server", version: "0.0.0" }, { capabilities: { tools: {} } });
-
-server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }));
-
-server.setRequestHandler(CallToolRequestSchema, async (request) => {
-  const { name, arguments: args } = request.params;
-  if (name === "noop") return { content: [{ type: "text", text: "ok" }] };
-  if (name === "execute_python" && evalLoop) {
-    const reply = await evalLoop.run(String(args?.code ?? ""));
-    if (reply.error !== undefined) return { content: [{ type: "text", text: reply.error }], isError: true };
-    return { content: [{ type: "text", text: reply.value ?? "" }] };
-  }
-  throw new Error(`unknown tool ${name}`);
-});
+function createServer(): Server {
+  const server = new Server({ name: "trivial-server", version: "0.0.0" }, { capabilities: { tools: {} } });
+  server.setRequestHandler("tools/list", async () => ({ tools }));
+  server.setRequestHandler("tools/call", async (request) => {
+    const { name, arguments: args } = request.params;
+    if (name === "noop") return { content: [{ type: "text", text: "ok" }] };
+    if (name === "execute_python" && evalLoop) {
+      const reply = await evalLoop.run(String(args?.code ?? ""));
+      if (reply.error !== undefined) return { content: [{ type: "text", text: reply.error }], isError: true };
+      return { content: [{ type: "text", text: reply.value ?? "" }] };
+    }
+    throw new Error(`unknown tool ${name}`);
+  });
+  return server;
+}
 
 process.stdin.on("end", () => {
   evalLoop?.stop();
   process.exit(0);
 });
 
-await server.connect(new StdioServerTransport());
+serveStdio(createServer);
