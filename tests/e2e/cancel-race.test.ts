@@ -92,17 +92,36 @@ test("a cancel that reaches a cell after it finished records what really happene
   }
 }, 60_000);
 
+/**
+ * Aborts `controller` the moment the client hands a `method` request to its transport, so the cancel
+ * follows the request immediately. (The SDK 2.x client does asynchronous work before it sends a call, so
+ * an abort right after calling it would stop the call before anything reached the wire.)
+ */
+function abortWhenSent(controller: AbortController, method: string): void {
+  const transport = h.client.transport;
+  if (!transport) throw new Error("the client is not connected");
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => {
+    const sending = send(message, options);
+    if ("method" in message && message.method === method) {
+      transport.send = send;
+      controller.abort();
+    }
+    return sending;
+  };
+}
+
 test("a client's notifications/cancelled sent right after a 140 KB cell is never lost", async () => {
   for (let attempt = 0; attempt < 3; attempt++) {
     const marker = join(h.project, `notified-${attempt}.txt`);
     const before = (await h.call("python_run", {})).structuredContent.run_id;
     const controller = new AbortController();
+    abortWhenSent(controller, "tools/call");
     const pending = h.call(
       "execute_python",
       { code: markerCell(marker, 140_000) },
       { signal: controller.signal },
     );
-    controller.abort();
     await expect(pending).rejects.toThrow();
     let result: Record<string, any> = {};
     await waitFor(
