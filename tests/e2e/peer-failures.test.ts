@@ -1,6 +1,7 @@
 // Issue 12, defect 13: a stdio peer that writes a line that is not JSON-RPC fails the pending call at
 // once (not at its deadline) with an error saying the peer sent invalid data; an HTTP peer's redirect is
-// reported as a refused redirect naming only the target host.
+// reported as a refused redirect naming only the target host, and one that wants a token the entry lacks
+// as missing credentials.
 import { afterEach, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -71,21 +72,22 @@ describe("a stdio peer that writes a line that is not JSON-RPC", () => {
   );
 });
 
-describe("an HTTP peer that redirects", () => {
-  async function httpPeer(redirect: string) {
-    const proc = Bun.spawn([process.execPath, join(PEERS, "http-peer.ts"), "0"], {
-      env: { ...process.env, PEER_REDIRECT: redirect },
-      stdout: "pipe",
-      stderr: "ignore",
-    });
-    stops.push(async () => {
-      proc.kill();
-      await proc.exited;
-    });
-    const first = new TextDecoder().decode((await proc.stdout.getReader().read()).value);
-    return JSON.parse(first.split("\n")[0] as string).port as number;
-  }
+/** Starts the HTTP fixture peer with PEER_REDIRECT (and more env); returns its port. */
+async function httpPeer(redirect: string, env: Record<string, string> = {}) {
+  const proc = Bun.spawn([process.execPath, join(PEERS, "http-peer.ts"), "0"], {
+    env: { ...process.env, PEER_REDIRECT: redirect, ...env },
+    stdout: "pipe",
+    stderr: "ignore",
+  });
+  stops.push(async () => {
+    proc.kill();
+    await proc.exited;
+  });
+  const first = new TextDecoder().decode((await proc.stdout.getReader().read()).value);
+  return JSON.parse(first.split("\n")[0] as string).port as number;
+}
 
+describe("an HTTP peer that redirects", () => {
   test("at connect: the error names a refused redirect and the target host only", async () => {
     const port = await httpPeer("all");
     const harness = await withRegistry({ web: { type: "http", url: `http://127.0.0.1:${port}/mcp` } });
@@ -105,5 +107,15 @@ describe("an HTTP peer that redirects", () => {
     expect(error).toContain("MCP HTTP peer redirected to elsewhere.example:8443; redirects are refused");
     expect(error).not.toContain("secret-in-redirect");
     expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["outcome_unknown"]);
+  });
+});
+
+describe("an HTTP peer that wants a token the entry lacks", () => {
+  test("at connect: credentials_missing, not a broken peer", async () => {
+    const port = await httpPeer("", { PEER_TOKEN: "wanted-token" });
+    const harness = await withRegistry({ web: { type: "http", url: `http://127.0.0.1:${port}/mcp` } });
+    const { error } = await failure(harness, "mcp.list_tools('web')");
+    expect(error).toBe("MCP server requires credentials; configure them in the registry, then mcp.refresh()");
+    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
   });
 });
