@@ -94,7 +94,9 @@ describe("sessions without a transport session", () => {
       expect(health.server.generation).toBe(0);
       expect(health.server.python).toBeNull();
       // Bad arguments are still reported as such first.
-      expect((await fresh.call("execute_python", { code: 1 })).error.message).toBe("Invalid arguments at /code");
+      expect((await fresh.call("execute_python", { code: 1 })).error.message).toBe(
+        "Invalid arguments at /code",
+      );
     } finally {
       await fresh.close();
     }
@@ -104,7 +106,10 @@ describe("sessions without a transport session", () => {
     expect((await cell("x = 41")).result.isError).toBe(false);
     expect((await cell("x + 1")).result.structuredContent.value).toBe(42);
     const foreign = await s.call("execute_python", { code: "1", session_id: crypto.randomUUID() });
-    expect(foreign.error).toEqual({ code: -32602, message: "Session not found or closed; open a new session" });
+    expect(foreign.error).toEqual({
+      code: -32602,
+      message: "Session not found or closed; open a new session",
+    });
     // Tools other than execute_python/python_start still default to the default session.
     const run = await s.call("python_run", {});
     expect(run.result.structuredContent.session_id).toBe(sessionId);
@@ -123,9 +128,13 @@ describe("sessions without a transport session", () => {
 describe("progress", () => {
   test("_meta.progressToken gives progress notifications, and none after the response", async () => {
     const token = "p-2026";
-    const reply = await cell("import time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.5)", {}, {
-      progressToken: token,
-    });
+    const reply = await cell(
+      "import time\nfor i in range(3):\n    print(i, flush=True); time.sleep(0.5)",
+      {},
+      {
+        progressToken: token,
+      },
+    );
     const index = s.messages.indexOf(reply);
     const progress = s.messages.filter(
       (m) => m.method === "notifications/progress" && m.params.progressToken === token,
@@ -153,7 +162,11 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
   });
 
   test("a long cell becomes a task: working, then completed with the result inline", async () => {
-    const reply = await cell("import time\nprint('started', flush=True)\ntime.sleep(2)\n'late'", {}, envelope(TASKS));
+    const reply = await cell(
+      "import time\nprint('started', flush=True)\ntime.sleep(2)\n'late'",
+      {},
+      envelope(TASKS),
+    );
     const task = reply.result;
     expect(task).toMatchObject({ resultType: "task", status: "working", ttlMs: expect.any(Number) });
     expect(task.pollIntervalMs).toBeGreaterThan(0);
@@ -169,7 +182,11 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
       { timeoutMs: 20_000, what: "the task to finish" },
     );
     expect(done.status).toBe("completed");
-    expect(done.result.structuredContent).toMatchObject({ run_id: task.taskId, value: "late", success: true });
+    expect(done.result.structuredContent).toMatchObject({
+      run_id: task.taskId,
+      value: "late",
+      success: true,
+    });
     expect(done.result.content[0].text).toContain("started");
     // The task id is the run id: python_run sees the same run.
     const run = (await s.call("python_run", { run_id: task.taskId })).result.structuredContent;

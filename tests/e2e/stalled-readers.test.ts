@@ -78,7 +78,8 @@ test("a client that stops reading while requests pile up costs a few MiB, and lo
   });
   const runId = started.result.structuredContent.run_id;
   await waitFor(
-    async () => ((await s.call("python_run", { run_id: runId })).result.structuredContent.stdout ?? "").length > 40_000,
+    async () =>
+      ((await s.call("python_run", { run_id: runId })).result.structuredContent.stdout ?? "").length > 40_000,
     { timeoutMs: 20_000, what: "the run's live output to fill" },
   );
   const before = rssMib(s.proc.pid);
@@ -86,7 +87,12 @@ test("a client that stops reading while requests pile up costs a few MiB, and lo
   const first = 700_000;
   const polls = 3_000;
   for (let i = 0; i < polls; i++) {
-    s.send({ jsonrpc: "2.0", id: first + i, method: "tools/call", params: { name: "python_run", arguments: { run_id: runId } } });
+    s.send({
+      jsonrpc: "2.0",
+      id: first + i,
+      method: "tools/call",
+      params: { name: "python_run", arguments: { run_id: runId } },
+    });
   }
   // Watch the server for the 12 s the defect needed, then let the client read again.
   let peak = before;
