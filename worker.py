@@ -15,6 +15,7 @@ main() in the last section):
     Output capture                 sys.stdout/sys.stderr budgets and coalesced output frames
     Commands from the server       who reads the command fd when, and the queue of cells
     Safe previews                  the trailing value as JSON without running user hooks
+    Library previews               numpy, pandas and polars values by identity: shape, dtypes, edge rows
     Source history                 linecache entries for tracebacks and inspect.getsource()
     Error text                     bounded exception messages and tracebacks
     Child processes                tracked Popen, reaping, job frames for group leaders
@@ -208,6 +209,15 @@ FATAL_EXIT_STATUS = 70
 SOURCE_FILE_MAX_BYTES = 262_144
 SCRIPT_ARGV_MAX_ITEMS = 128
 SCRIPT_ARGV_MAX_BYTES = 32_768
+LIBRARY_EDGE_ITEMS = 5               # rows, and items of every array axis, shown from each end
+LIBRARY_EDGE_COLUMNS = 10            # table columns shown from each end
+LIBRARY_ARRAY_MAX_ITEMS = 200        # array elements one preview shows in all
+LIBRARY_CELL_MAX_CHARS = 40          # one shown value or column name
+LIBRARY_NESTED_ITEMS = 5             # items shown of a list, tuple or dict inside a cell
+LIBRARY_NESTED_DEPTH = 2
+LIBRARY_INT_MAX_BITS = 128           # a longer int in a cell is shown by its size (decimal digits cost)
+VALUE_INFO_MAX_COLUMNS = 50          # columns value_info names
+VALUE_INFO_NAME_MAX_CHARS = 200      # one column name or dtype in value_info
 HISTORY_MAX_RUNS = 64
 HISTORY_MAX_WEIGHT = 1_048_576       # sum of sys.getsizeof of the retained sources
 HISTORY_PREVIEW_MAX_NODES = 512
@@ -1144,6 +1154,496 @@ def _json_safe(value):
         raise _NotPreviewable("large collection") from None
     except RuntimeError:
         raise _NotPreviewable("changed while being read") from None
+
+
+# =====================================================================================================
+# Library previews
+#
+# Arrays and tables are what a data session looks at most, so the classes of numpy, pandas and polars
+# get a preview of our own: type, shape, dtypes, column names and a few rows from each end. Only the
+# libraries' own classes qualify, found by identity in the module already loaded (a subclass, a look-
+# alike, or a library nobody imported is left to the ordinary preview), and the preview only calls
+# library code and reads exact builtins: an element of any other type is shown by its type name, so no
+# __repr__ of a user's object runs. What is read is bounded by what is shown, never by the value's size.
+# =====================================================================================================
+class _Libraries:
+    """The classes each loaded library gets a preview for, by id, rebuilt when its module is replaced."""
+
+    def __init__(self):
+        self._built = {}  # module name -> (module, {id(class): (class, qualified name, renderer)})
+
+    def entry(self, kind):
+        """(qualified name, renderer) when kind is exactly one of the libraries' own classes, else None."""
+        for name, build in _LIBRARY_BUILDERS:
+            names = _module_names(name)
+            if names is None:
+                continue
+            module = sys.modules[name]
+            built = self._built.get(name)
+            if built is None or built[0] is not module:
+                classes = build(names)
+                if not classes:
+                    continue  # still being imported: look again next time
+                built = self._built[name] = (module, classes)
+            found = built[1].get(id(kind))
+            if found is not None and found[0] is kind:
+                return found[1], found[2]
+        return None
+
+
+def _module_names(name):
+    """The dict of a loaded module, read without an attribute lookup; None if it is not loaded."""
+    module = sys.modules.get(name)
+    # A replacement that is not a plain module could run code when its attributes are read.
+    return module.__dict__ if type(module) is types.ModuleType else None
+
+
+def _by_id(classes):
+    return {id(cls): cls for cls in classes if cls is not None}
+
+
+def _numpy_scalar_classes(names):
+    """numpy's own scalar types, by id, but void: a structured scalar's fields may hold any object."""
+    void = names.get("void")
+    return _by_id(scalar for scalar in (names.get("sctypeDict") or {}).values() if scalar is not void)
+
+
+def _numpy_classes(names):
+    if names.get("ndarray") is None:
+        return {}
+    classes = {id(names["ndarray"]): (names["ndarray"], "numpy.ndarray", _render_ndarray)}
+    for key, scalar in _numpy_scalar_classes(names).items():
+        classes[key] = (scalar, "numpy." + _type_name(scalar), _render_numpy_scalar)
+    return classes
+
+
+_PANDAS_INDEXES = (
+    "Index", "RangeIndex", "DatetimeIndex", "TimedeltaIndex", "PeriodIndex", "CategoricalIndex",
+    "IntervalIndex", "MultiIndex",
+)
+_PANDAS_NUMERIC_INDEXES = ("NumericIndex", "Int64Index", "UInt64Index", "Float64Index")  # pandas 1.x
+_PANDAS_DTYPES = (
+    "CategoricalDtype", "DatetimeTZDtype", "PeriodDtype", "IntervalDtype", "SparseDtype", "StringDtype",
+    "BooleanDtype", "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype", "UInt8Dtype", "UInt16Dtype",
+    "UInt32Dtype", "UInt64Dtype", "Float32Dtype", "Float64Dtype", "ArrowDtype",
+)
+_PANDAS_SCALARS = ("Timestamp", "Timedelta", "Period")
+
+
+def _pandas_classes(names):
+    if names.get("DataFrame") is None or names.get("Series") is None:
+        return {}
+    # From module dicts, never as attributes: pandas 1.x warns on some names when they are read.
+    numeric = _module_names("pandas.core.indexes.numeric") or {}
+    entries = [(names["DataFrame"], "pandas.DataFrame", _render_pandas_frame)]
+    entries.append((names["Series"], "pandas.Series", _render_pandas_series))
+    entries += [(names.get(name), "pandas." + name, _render_pandas_index) for name in _PANDAS_INDEXES]
+    entries += [(numeric.get(name), "pandas." + name, _render_pandas_index) for name in _PANDAS_NUMERIC_INDEXES]
+    return {id(entry[0]): entry for entry in entries if entry[0] is not None}
+
+
+def _polars_classes(names):
+    if names.get("DataFrame") is None or names.get("Series") is None:
+        return {}
+    return {
+        id(names["DataFrame"]): (names["DataFrame"], "polars.DataFrame", _render_polars_frame),
+        id(names["Series"]): (names["Series"], "polars.Series", _render_polars_series),
+    }
+
+
+_LIBRARY_BUILDERS = (("numpy", _numpy_classes), ("pandas", _pandas_classes), ("polars", _polars_classes))
+_LIBRARIES = _Libraries()
+
+
+def _library_preview(value):
+    """(return_value, value_info, shortened) for a value of a class previewed here, else None.
+
+    A value the renderer cannot read (a library version it does not know, a broken object) gets the
+    ordinary preview instead, with a note on the worker's stderr.
+    """
+    entry = _LIBRARIES.entry(type(value))
+    if entry is None:
+        return None
+    label, render = entry
+    shown = _Shown()
+    try:
+        text, info = render(value, label, shown)
+    except Exception as exc:
+        _note("no %s preview: %s: %s" % (label, _type_name(type(exc)), _exception_message(exc)[:200]))
+        return None
+    text, cut = _cut_text(text, PREVIEW_MAX_BYTES)
+    return text, dict(type=label, **info), shown.shortened or cut
+
+
+class _Shown:
+    """Formats what a preview shows, and remembers whether anything was left out."""
+
+    def __init__(self):
+        self.shortened = False
+        self.numpy = _module_names("numpy") or {}
+        self.pandas = _module_names("pandas") or {}
+        self._numpy_scalars = _numpy_scalar_classes(self.numpy)
+        self._pandas_scalars = _by_id(self.pandas.get(name) for name in _PANDAS_SCALARS)
+        self.numpy_dtypes = {}
+        dtype, typecodes = self.numpy.get("dtype"), self.numpy.get("typecodes")
+        if dtype is not None and typecodes:
+            self.numpy_dtypes = _by_id(type(dtype(code)) for code in typecodes["All"])
+        self._pandas_dtypes = _by_id(self.pandas.get(name) for name in _PANDAS_DTYPES)
+
+    # -- one value -----------------------------------------------------------------------------
+    def item(self, item, quote, depth=0):
+        """Text of one element: exact builtins and the libraries' own scalars; anything else <TypeName>."""
+        text = self._item(item, quote, depth)
+        if len(text) > LIBRARY_CELL_MAX_CHARS:
+            self.shortened = True
+            text = text[: LIBRARY_CELL_MAX_CHARS - 1] + "…"
+        return text
+
+    def items(self, items, quote):
+        return [self.item(item, quote) for item in items]
+
+    def _item(self, item, quote, depth):
+        kind = type(item)
+        if item is None:
+            return "None"
+        if kind is bool:
+            return "True" if item else "False"
+        if kind is int:
+            bits = item.bit_length()
+            return int.__repr__(item) if bits <= LIBRARY_INT_MAX_BITS else "<int of %d bits>" % bits
+        if kind is float:
+            return float.__repr__(item)
+        if kind is str:
+            return self._text(item, quote)
+        if kind is bytes:
+            return bytes.__repr__(item[: LIBRARY_CELL_MAX_CHARS])
+        if kind is complex:
+            return complex.__repr__(item)
+        if (kind is list or kind is tuple) and depth < LIBRARY_NESTED_DEPTH:
+            return self._sequence(item, kind is tuple, depth)
+        if kind is dict and depth < LIBRARY_NESTED_DEPTH:
+            return self._mapping(item, depth)
+        text = _datetime_text(item, kind)
+        if text is None:
+            text = self._library_scalar(item, kind)
+        return "<%s>" % _type_name(kind) if text is None else text
+
+    def _text(self, text, quote):
+        sample = text[: LIBRARY_CELL_MAX_CHARS + 1]
+        if quote:
+            return json.dumps(sample, ensure_ascii=False)
+        if not sample.isprintable():  # a newline or a tab would break the rows of a table
+            sample = json.dumps(sample, ensure_ascii=False)[1:-1]
+        return sample
+
+    def _sequence(self, items, is_tuple, depth):
+        shown = [self.item(item, True, depth + 1) for item in items[:LIBRARY_NESTED_ITEMS]]
+        if len(items) > LIBRARY_NESTED_ITEMS:
+            shown.append("...")
+            self.shortened = True
+        if is_tuple:
+            return "(%s)" % (shown[0] + "," if len(items) == 1 else ", ".join(shown))
+        return "[%s]" % ", ".join(shown)
+
+    def _mapping(self, mapping, depth):
+        shown = [
+            "%s: %s" % (self.item(key, True, depth + 1), self.item(item, True, depth + 1))
+            for key, item in itertools.islice(dict.items(mapping), LIBRARY_NESTED_ITEMS)
+        ]
+        if len(mapping) > LIBRARY_NESTED_ITEMS:
+            shown.append("...")
+            self.shortened = True
+        return "{%s}" % ", ".join(shown)
+
+    def _library_scalar(self, item, kind):
+        if self._numpy_scalars.get(id(kind)) is kind:
+            return self.numpy_scalar(item, kind)
+        if self.pandas:
+            if item is self.pandas.get("NaT"):
+                return "NaT"
+            if item is self.pandas.get("NA"):
+                return "<NA>"
+            if self._pandas_scalars.get(id(kind)) is kind:
+                return str(item)
+        return None
+
+    def numpy_scalar(self, item, kind):
+        if kind is self.numpy.get("datetime64"):
+            return str(self.numpy["datetime_as_string"](item, unit="auto"))
+        if kind is self.numpy.get("str_"):
+            return self._text(str.__str__(item), True)
+        return str(item)
+
+    # -- dtypes --------------------------------------------------------------------------------
+    def numpy_dtype(self, dtype):
+        return self.numpy_dtypes.get(id(type(dtype))) is type(dtype)
+
+    def known_dtype(self, dtype):
+        """Whether dtype is numpy's or pandas' own, so reading values of it runs library code only."""
+        return self.numpy_dtype(dtype) or self._pandas_dtypes.get(id(type(dtype))) is type(dtype)
+
+    def dtype(self, dtype):
+        if self.known_dtype(dtype):
+            return _cut_text(str(dtype), VALUE_INFO_NAME_MAX_CHARS)[0]
+        return "<%s>" % _type_name(type(dtype))
+
+    # -- what is shown of a run of values ------------------------------------------------------
+    def spans(self, length, edge):
+        """[(start, stop)] of the items shown of `length`: all, or `edge` from each end."""
+        if length <= 2 * edge:
+            return [(0, length)]
+        self.shortened = True
+        return [(0, edge), (length - edge, length)]
+
+    def ndarray_items(self, piece, quote):
+        """Texts of the items of a short one-dimensional ndarray of one of numpy's own dtypes."""
+        kind = piece.dtype.kind
+        if kind == "M":
+            return self.items(self.numpy["datetime_as_string"](piece, unit="auto").tolist(), False)
+        if kind in "OUS":
+            return self.items(piece.tolist(), quote)
+        if kind in "biufcm":
+            return [self.item(self.numpy_scalar(item, type(item)), False) for item in piece]
+        return ["<%s>" % _type_name(type(piece.dtype))] * len(piece)
+
+
+def _datetime_text(item, kind):
+    """ISO text of an exact datetime, date, time or timedelta; None for anything else."""
+    names = _module_names("datetime")
+    if names is None:
+        return None
+    if kind is names.get("datetime") or kind is names.get("time"):
+        zone = item.tzinfo
+        if zone is not None and type(zone) is not names.get("timezone"):
+            return "<%s>" % _type_name(kind)  # a tzinfo class of the user's would run its utcoffset()
+        return item.isoformat()
+    if kind is names.get("date"):
+        return item.isoformat()
+    if kind is names.get("timedelta"):
+        return names["timedelta"].__str__(item)
+    return None
+
+
+def _gapped(cells, spans):
+    """A column's cells with "..." where the spans leave rows out."""
+    if len(spans) == 1:
+        return cells
+    first = spans[0][1] - spans[0][0]
+    return cells[:first] + ["..."] + cells[first:]
+
+
+def _table_lines(columns):
+    """Right-aligned rows from columns, each a list: its header, then its cells."""
+    widths = [max(map(len, column), default=0) for column in columns]
+    return [
+        "  ".join(column[row].rjust(width) for column, width in zip(columns, widths)).rstrip()
+        for row in range(len(columns[0]))
+    ]
+
+
+def _table_text(head, labels, columns, column_spans):
+    """The text of a frame: its head line, the table (row labels, then columns) and a dtypes line."""
+    table = [labels]
+    described = []
+    for number, (name, dtype, cells) in enumerate(columns):
+        if len(column_spans) > 1 and number == column_spans[0][1] - column_spans[0][0]:
+            table.append(["..."] * len(labels))
+        table.append([name] + cells)
+        described.append("%s %s" % (name, dtype))
+    elided = ", ..." if len(column_spans) > 1 else ""
+    return "\n".join([head] + _table_lines(table) + ["dtypes: " + ", ".join(described) + elided])
+
+
+def _counted(count, noun):
+    return "%d %s%s" % (count, noun, "" if count == 1 else "s")
+
+
+def _shape_text(shape):
+    return "(%s)" % (", ".join(map(str, shape)) + ("," if len(shape) == 1 else ""))
+
+
+# -- numpy ---------------------------------------------------------------------------------------
+def _render_ndarray(array, label, shown):
+    shape = [int(size) for size in array.shape]
+    dtype = shown.dtype(array.dtype)
+    head = "%s shape=%s dtype=%s" % (label, _shape_text(shape), dtype)
+    info = {"shape": shape, "dtype": dtype}
+    if not shown.numpy_dtype(array.dtype):
+        shown.shortened = True
+        return head + "\n(values of a dtype numpy does not define are not shown)", info
+    if not shape:
+        return head + "\n" + shown.ndarray_items(array.reshape(1), True)[0], info
+    return head + "\n" + _nested_rows(array, 0, shown, [LIBRARY_ARRAY_MAX_ITEMS]), info
+
+
+def _nested_rows(array, depth, shown, budget):
+    """Brackets like numpy's: a few items from each end of every axis, at most budget[0] items in all."""
+    parts = []
+    for number, (start, stop) in enumerate(shown.spans(array.shape[0], LIBRARY_EDGE_ITEMS)):
+        if number:
+            parts.append("...")
+        for index in range(start, stop) if array.ndim > 1 else (None,):
+            if budget[0] <= 0:
+                parts.append("...")
+                shown.shortened = True
+                break
+            if index is None:
+                piece = array[start:stop]
+                budget[0] -= len(piece)
+                parts.extend(shown.ndarray_items(piece, True))
+            else:
+                parts.append(_nested_rows(array[index], depth + 1, shown, budget))
+    separator = ", " if array.ndim == 1 else ",\n" + " " * (depth + 1)
+    return "[" + separator.join(parts) + "]"
+
+
+def _render_numpy_scalar(value, label, shown):
+    return "%s %s" % (label, shown.item(value, True)), {"shape": [], "dtype": shown.dtype(value.dtype)}
+
+
+# -- pandas --------------------------------------------------------------------------------------
+def _pandas_column(frame, position):
+    """(dtype, a function returning the values) of one column: the dtype is known before any value is read."""
+    manager = getattr(frame, "_mgr", None)
+    blocks, numbers = getattr(manager, "blocks", None), getattr(manager, "blknos", None)
+    if blocks is not None and numbers is not None and hasattr(manager, "iget_values"):
+        # The block manager's own lookups: O(1) per column where frame.dtypes is O(columns).
+        return blocks[int(numbers[position])].dtype, lambda: manager.iget_values(position)
+    column = frame.iloc[:, position]
+    return column.dtype, lambda: column.array
+
+
+def _pandas_cells(values, dtype, spans, shown):
+    """Texts of the shown items of a column, series or index: only pandas' and numpy's dtypes are read."""
+    if not shown.known_dtype(dtype):
+        return ["<%s>" % _type_name(type(dtype))] * sum(stop - start for start, stop in spans)
+    asarray = shown.numpy["asarray"]
+    cells = []
+    for start, stop in spans:
+        piece = values[start:stop]
+        if shown.numpy_dtype(dtype) and dtype.kind in "biufcMUS":
+            cells.extend(shown.ndarray_items(asarray(piece), False))
+        else:  # objects, and pandas' own dtypes: the elements as pandas hands them out, shown one by one
+            cells.extend(shown.items(asarray(piece, dtype=object).tolist(), False))
+    return cells
+
+
+def _pandas_labels(index, spans, shown):
+    if type(index) is shown.pandas.get("RangeIndex"):
+        start, step = int(index.start), int(index.step)
+        return [str(start + step * row) for first, stop in spans for row in range(first, stop)]
+    if _LIBRARIES.entry(type(index)) is None:  # an index class of the user's
+        return ["<%s>" % _type_name(type(index))] * sum(stop - start for start, stop in spans)
+    return _pandas_cells(index, index.dtype, spans, shown)
+
+
+def _render_pandas_frame(frame, label, shown):
+    rows, width = (int(size) for size in frame.shape)
+    columns = frame.columns
+    named = _LIBRARIES.entry(type(columns)) is not None and shown.known_dtype(columns.dtype)
+    listed = min(width, VALUE_INFO_MAX_COLUMNS)
+    column_spans = shown.spans(width, LIBRARY_EDGE_COLUMNS)
+    shown_positions = [position for start, stop in column_spans for position in range(start, stop)]
+    names, dtypes = {}, {}
+    for position in sorted(set(range(listed)).union(shown_positions)):
+        names[position] = columns[position] if named else "<column %d>" % position
+        dtypes[position] = _pandas_column(frame, position)
+    info_names = [_info_name(names[position], shown) for position in range(listed)]
+    info = {
+        "shape": [rows, width],
+        "dtypes": {},
+        "columns": info_names,
+        "columns_truncated": width > listed,
+    }
+    for position, name in enumerate(info_names):
+        info["dtypes"].setdefault(name, shown.dtype(dtypes[position][0]))
+    spans = shown.spans(rows, LIBRARY_EDGE_ITEMS)
+    labels = [""] + _gapped(_pandas_labels(frame.index, spans, shown), spans)
+    shown_columns = []
+    for position in shown_positions:
+        dtype, values = dtypes[position]
+        cells = _pandas_cells(values() if shown.known_dtype(dtype) else None, dtype, spans, shown)
+        shown_columns.append((shown.item(names[position], False), shown.dtype(dtype), _gapped(cells, spans)))
+    head = "%s %s × %s" % (label, _counted(rows, "row"), _counted(width, "column"))
+    return _table_text(head, labels, shown_columns, column_spans), info
+
+
+def _info_name(name, shown):
+    """A column name for value_info: a str as it is (bounded), anything else as the preview shows it."""
+    if type(name) is str:
+        return _cut_text(name, VALUE_INFO_NAME_MAX_CHARS)[0]
+    return shown.item(name, False)
+
+
+def _render_pandas_series(series, label, shown):
+    length = int(series.shape[0])
+    dtype = series.dtype
+    spans = shown.spans(length, LIBRARY_EDGE_ITEMS)
+    labels = _gapped(_pandas_labels(series.index, spans, shown), spans)
+    values = series.array if shown.known_dtype(dtype) else None
+    cells = _gapped(_pandas_cells(values, dtype, spans, shown), spans)
+    head = "%s %s, dtype %s" % (label, _counted(length, "value"), shown.dtype(dtype))
+    if series.name is not None:
+        head += ", name " + shown.item(series.name, True)
+    return "\n".join([head] + _table_lines([labels, cells])), {"shape": [length], "dtype": shown.dtype(dtype)}
+
+
+def _render_pandas_index(index, label, shown):
+    length = int(len(index))
+    info = {"shape": [length], "dtype": shown.dtype(index.dtype)}
+    if type(index) is shown.pandas.get("RangeIndex"):
+        return "%s(start=%d, stop=%d, step=%d)" % (label, index.start, index.stop, index.step), info
+    spans = shown.spans(length, LIBRARY_EDGE_ITEMS)
+    cells = _gapped(_pandas_cells(index, index.dtype, spans, shown), spans)
+    return "%s %s, dtype %s: [%s]" % (label, _counted(length, "value"), info["dtype"], ", ".join(cells)), info
+
+
+# -- polars --------------------------------------------------------------------------------------
+# Every polars data type is a polars class (user values live in the Object type), so str(dtype) is
+# polars code; values come out of to_list() as builtins, or as the user's objects for Object columns.
+def _polars_dtype(dtype):
+    return _cut_text(str(dtype), VALUE_INFO_NAME_MAX_CHARS)[0]
+
+
+def _polars_cells(series, spans, shown):
+    cells = []
+    for start, stop in spans:
+        cells.extend(shown.items(series.slice(start, stop - start).to_list(), False))
+    return cells
+
+
+def _render_polars_frame(frame, label, shown):
+    rows, width = (int(size) for size in frame.shape)
+    listed = min(width, VALUE_INFO_MAX_COLUMNS)
+    names = [_cut_text(str.__str__(name), VALUE_INFO_NAME_MAX_CHARS)[0] for name in frame.columns]
+    dtypes = [_polars_dtype(dtype) for dtype in frame.dtypes]
+    info = {
+        "shape": [rows, width],
+        "dtypes": dict(zip(names[:listed], dtypes[:listed])),  # polars refuses duplicate names
+        "columns": names[:listed],
+        "columns_truncated": width > listed,
+    }
+    spans = shown.spans(rows, LIBRARY_EDGE_ITEMS)
+    labels = [""] + _gapped([str(row) for start, stop in spans for row in range(start, stop)], spans)
+    column_spans = shown.spans(width, LIBRARY_EDGE_COLUMNS)
+    shown_columns = [
+        (shown.item(names[position], False), dtypes[position],
+         _gapped(_polars_cells(frame.to_series(position), spans, shown), spans))
+        for start, stop in column_spans
+        for position in range(start, stop)
+    ]
+    head = "%s %s × %s" % (label, _counted(rows, "row"), _counted(width, "column"))
+    return _table_text(head, labels, shown_columns, column_spans), info
+
+
+def _render_polars_series(series, label, shown):
+    length = int(series.len())
+    dtype = _polars_dtype(series.dtype)
+    spans = shown.spans(length, LIBRARY_EDGE_ITEMS)
+    labels = _gapped([str(row) for start, stop in spans for row in range(start, stop)], spans)
+    cells = _gapped(_polars_cells(series, spans, shown), spans)
+    head = "%s %s, dtype %s, name %s" % (label, _counted(length, "value"), dtype, shown.item(series.name, True))
+    return "\n".join([head] + _table_lines([labels, cells])), {"shape": [length], "dtype": dtype}
 
 
 # =====================================================================================================
@@ -2854,12 +3354,16 @@ class _Session:
             if error_cut:
                 truncated["error"] = True
         elif outcome.value is not None and fatal is None:
-            preview, has_value, value, truncated["return"] = _preview(outcome.value)
-            result["return_value"] = preview
-            if has_value:
-                result["value"] = value
-            elif truncated["return"] and _keeps_whole(type(outcome.value)):
-                self._attach_artifact(result, outcome.value, context)
+            library = _library_preview(outcome.value)
+            if library is not None:
+                result["return_value"], result["value_info"], truncated["return"] = library
+            else:
+                preview, has_value, value, truncated["return"] = _preview(outcome.value)
+                result["return_value"] = preview
+                if has_value:
+                    result["value"] = value
+                elif truncated["return"] and _keeps_whole(type(outcome.value)):
+                    self._attach_artifact(result, outcome.value, context)
         exit_code = outcome.exit_code
         outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
         result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
