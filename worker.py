@@ -24,6 +24,7 @@ main() in the last section):
     sh()                           the shell helper
     Bridge calls                   the `mcp` helper: rpc frames to the server's broker
     Namespace inventory, ...       python_namespace, checkpoint() and restore()
+    Notebook export                each run's outputs kept; export_notebook() as .ipynb or percent .py
     Cells                          compiling a cell; repairing process state between cells
     The session                    the namespace, loop and context; one result per run
     File runs                      python_run_file: __main__, argv, sys.path[0], exit status
@@ -256,12 +257,14 @@ DISPLAY_CHUNK_CHARS = 524_288        # base64 characters per display frame, well
 DISPLAY_TEXT_MAX_BYTES = 20_000      # a markdown display or a repr() fallback
 FIGURE_DPI = 100
 FIGURE_MAX_PIXELS = 2_000            # a figure's longer side is rendered at most this many pixels
+NOTEBOOK_OUTPUTS_MAX_BYTES = 16_777_216  # outputs kept for export_notebook(), pictures included
 
 REPL_FILENAME_PREFIX = "<repl:"
 NAMESPACE_NAME = "__repl__"
 STREAM_NAMES = ("stdout", "stderr")
 HELPER_NAMES = (
-    "sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp", "display"
+    "sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp", "display",
+    "export_notebook",
 )
 # Never listed, checkpointed or restored. The last four are entries every module dict starts with: the
 # namespace is a module's dict so that pickle can find what cells define, not because users set them.
@@ -1703,6 +1706,10 @@ class _SourceRegistry:
             return ""
         return lines[lineno - 1].strip()[:SOURCE_LINE_MAX_CHARS]
 
+    def retained(self):
+        """(run id, filename, source text) of every retained run, oldest first."""
+        return [(run_id, entry[0], "".join(entry[1])) for run_id, entry in self._runs.items()]
+
     def history(self):
         return ReplHistory({"run_id": run_id, "lines": len(entry[1])} for run_id, entry in self._runs.items())
 
@@ -2973,6 +2980,16 @@ def _make_helpers(namespace, sources):
         """Names, types and lengths of the namespace's variables; no values, no user hooks."""
         return _namespace_inventory(namespace)
 
+    def export_notebook(path, *, overwrite=False):
+        """Write this session's retained runs (oldest first, without this cell) as a notebook.
+
+        A path ending in .ipynb gets an nbformat 4 notebook with each run's outputs; one ending in .py a
+        percent-format script (`# %%` cells) with failures noted in comments. A relative path is taken
+        from the current directory; an existing file raises FileExistsError unless overwrite=True. The
+        file is written atomically. Returns {path, format, cells, missing}.
+        """
+        return _export_notebook(sources, path, overwrite)
+
     helpers = {
         "sh": sh,
         "checkpoint": checkpoint,
@@ -2980,6 +2997,7 @@ def _make_helpers(namespace, sources):
         "repl_history": repl_history,
         "repl_source": repl_source,
         "repl_namespace": repl_namespace,
+        "export_notebook": export_notebook,
     }
     for name, function in helpers.items():
         function.__qualname__ = name
@@ -3050,6 +3068,7 @@ class _Displays:
             return
         self._count += 1
         self._send(mime, payload)
+        _NOTEBOOK.add_display(self._run_id, mime, payload)
 
     def show_open_figures(self, pyplot):
         for number in pyplot.get_fignums():
@@ -3155,6 +3174,248 @@ def _patch_pyplot(pyplot):
     show.__wrapped__ = original
     show.__doc__ = original.__doc__
     pyplot.show = show
+
+
+# =====================================================================================================
+# Notebook export
+#
+# What each run showed is kept beside its source, so the session can be written out as a notebook:
+# its stdout and stderr (as captured, already bounded), its preview or error, and its displays. The
+# source history decides which runs are retained; outputs have a byte budget of their own, and the
+# oldest runs lose theirs first. export_notebook() writes an nbformat 4 notebook or a percent-format
+# script, never dropping a run silently: what is missing is said at the top.
+# =====================================================================================================
+class _RunRecord:
+    __slots__ = ("number", "outputs", "failure", "weight")
+
+    def __init__(self, number, outputs, failure, weight):
+        self.number = number  # the run's place among the runs this worker finished, from 1
+        self.outputs = outputs  # nbformat output dicts, or None once dropped for the budget
+        self.failure = failure  # "TypeName: message" of a failed run, else None
+        self.weight = weight
+
+
+class _Notebook:
+    def __init__(self):
+        self._records = collections.OrderedDict()  # run id -> _RunRecord, oldest first
+        self._weight = 0
+        self.finished = 0  # runs this worker finished (inventories are not runs)
+        self._displays = []  # (run id, nbformat output) of the active run
+        self._display_weight = 0
+
+    def add_display(self, run_id, mime, payload):
+        if mime.startswith("image/") and mime != "image/svg+xml":
+            data = binascii.b2a_base64(payload, newline=False).decode("ascii")
+        else:
+            data = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        if self._display_weight + len(data) > NOTEBOOK_OUTPUTS_MAX_BYTES:
+            data, mime = "[a %s display of %d bytes was not kept for the notebook]" % (mime, len(payload)), "text/plain"
+        self._display_weight += len(data)
+        body = {mime: data if mime.startswith("image/") else data.splitlines(True)}
+        self._displays.append((run_id, {"output_type": "display_data", "data": body, "metadata": {}}))
+
+    def failure_of(self, exc):
+        """(ename, evalue) of a failed run's exception, read now: the exception goes before the record is made."""
+        if exc is None:
+            return None
+        if _is_interruption(exc):
+            return "KeyboardInterrupt", "Execution interrupted"
+        return _type_name(type(exc)), _exception_message(exc)[:MESSAGE_MAX_CHARS]
+
+    def finish(self, run_id, result, failure):
+        self.finished += 1
+        number = self.finished
+        outputs = []
+        for stream in STREAM_NAMES:
+            text = result.get(stream) or ""
+            if result["truncated"].get(stream):
+                text += "\n[%s was cut to %d bytes]\n" % (stream, STREAM_BUDGET_BYTES)
+            if text:
+                outputs.append({"output_type": "stream", "name": stream, "text": text.splitlines(True)})
+        outputs += [output for owner, output in self._displays if owner == run_id]
+        self._displays, self._display_weight = [], 0
+        error = result.get("error")
+        summary = None
+        if error is not None:
+            ename, evalue = failure or ("Error", error.rsplit("\n", 1)[-1])
+            outputs.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": error.splitlines()})
+            summary = "%s: %s" % (ename, evalue) if evalue else ename
+        elif result.get("return_value") is not None:
+            outputs.append({
+                "output_type": "execute_result",
+                "execution_count": number,
+                "data": {"text/plain": result["return_value"].splitlines(True)},
+                "metadata": {},
+            })
+        weight = sum(_output_weight(output) for output in outputs)
+        self._records.pop(run_id, None)
+        self._records[run_id] = _RunRecord(number, outputs, summary, weight)
+        self._weight += weight
+        while len(self._records) > HISTORY_MAX_RUNS:
+            self._drop(self._records.popitem(last=False)[1])
+        for record in self._records.values():
+            if self._weight <= NOTEBOOK_OUTPUTS_MAX_BYTES:
+                break
+            if record.outputs is not None:
+                self._drop(record)
+
+    def _drop(self, record):
+        self._weight -= record.weight
+        record.outputs, record.weight = None, 0
+
+    def record(self, run_id):
+        return self._records.get(run_id)
+
+
+def _output_weight(output):
+    parts = list(output.get("data", {}).values()) + [output.get("text", ()), output.get("traceback", ())]
+    return sum(len(part) if isinstance(part, str) else sum(map(len, part)) for part in parts)
+
+
+_NOTEBOOK = _Notebook()
+_NOTEBOOK_FORMATS = {".ipynb": "ipynb", ".py": "py"}
+
+
+def _export_notebook(sources, path, overwrite):
+    if type(overwrite) is not bool:
+        raise TypeError("export_notebook() overwrite must be True or False")
+    target = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    kind = _NOTEBOOK_FORMATS.get(os.path.splitext(target)[1].lower())
+    if kind is None:
+        raise ValueError("export_notebook() writes a .ipynb notebook or a .py percent script, not %r" % target)
+    if not overwrite and os.path.lexists(target):
+        raise FileExistsError("%s exists; pass overwrite=True to replace it" % target)
+    current = _RUN_ID.get()
+    runs = []
+    for run_id, filename, source in sources.retained():
+        record = _NOTEBOOK.record(run_id)
+        if run_id != current and run_id != _ActiveRun.id and record is not None:
+            runs.append((run_id, filename, source, record))
+    missing = _NOTEBOOK.finished - len(runs)
+    dropped = sum(1 for run in runs if run[3].outputs is None)
+    notes = _missing_notes(missing, dropped)
+    document = _ipynb_document(runs, notes) if kind == "ipynb" else _percent_script(runs, notes)
+    _write_document(target, _utf8(document), overwrite)
+    return {"path": target, "format": kind, "cells": len(runs), "missing": missing}
+
+
+def _missing_notes(missing, dropped):
+    notes = []
+    if missing:
+        notes.append(
+            "%d earlier run%s of this session %s not here: %s source fell out of the session's history "
+            "(the last %d runs, 1 MiB of source), or never ran (a file that could not be read)."
+            % (missing, "" if missing == 1 else "s", "is" if missing == 1 else "are",
+               "its" if missing == 1 else "their", HISTORY_MAX_RUNS)
+        )
+    if dropped:
+        notes.append(
+            "%d run%s here kept no outputs: the session keeps %d MiB of outputs, the oldest runs' go first."
+            % (dropped, "" if dropped == 1 else "s", NOTEBOOK_OUTPUTS_MAX_BYTES // 1_048_576)
+        )
+    return notes
+
+
+def _cell_source(filename, source):
+    if not filename.startswith(REPL_FILENAME_PREFIX):
+        source = "# python_execute_file: %s\n%s" % (filename, source)
+    return source
+
+
+def _ipynb_document(runs, notes):
+    cells = []
+    if notes:
+        cells.append({"cell_type": "markdown", "id": "repl-mcp-missing-runs", "metadata": {}, "source": " ".join(notes)})
+    for run_id, filename, source, record in runs:
+        cells.append({
+            "cell_type": "code",
+            "id": run_id,
+            "execution_count": record.number,
+            "metadata": {},
+            "source": _cell_source(filename, source).splitlines(True),
+            "outputs": record.outputs or [],
+        })
+    notebook = {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {
+                "name": "python",
+                "version": "%d.%d.%d" % sys.version_info[:3],
+                "mimetype": "text/x-python",
+                "file_extension": ".py",
+                "codemirror_mode": {"name": "ipython", "version": 3},
+                "pygments_lexer": "ipython3",
+                "nbconvert_exporter": "python",
+            },
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(notebook, ensure_ascii=False, indent=1) + "\n"
+
+
+def _percent_script(runs, notes):
+    lines = ["# Exported by repl-mcp from a Python %d.%d.%d session." % sys.version_info[:3]]
+    lines += ["# " + note for note in notes]
+    for run_id, filename, source, record in runs:
+        lines.append("")
+        lines.append("# %%")
+        lines.append(_cell_source(filename, source).rstrip("\n"))
+        if record.failure is not None:
+            failure = " ".join(record.failure.split())[:SOURCE_LINE_MAX_CHARS]
+            lines.append("# Failed: " + failure)
+    return "\n".join(lines) + "\n"
+
+
+def _write_document(target, data, overwrite):
+    """Atomically write a user's file: temp file beside it, fsync, then rename (or link, to never replace)."""
+    temporary = "%s.%s.part" % (target, os.urandom(8).hex())
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(temporary, target)
+        else:
+            _place_new(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(os.path.dirname(target))
+
+
+def _place_new(temporary, target):
+    """Give the written file its name unless that name exists, without a moment where it could be lost."""
+    try:
+        os.link(temporary, target)  # fails if target exists, even one made a moment ago
+    except FileExistsError:
+        raise FileExistsError("%s exists; pass overwrite=True to replace it" % target) from None
+    except OSError:  # a file system without hard links
+        if os.path.lexists(target):
+            raise FileExistsError("%s exists; pass overwrite=True to replace it" % target) from None
+        os.rename(temporary, target)
+        return
+    os.unlink(temporary)
+
+
+def _fsync_directory(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # =====================================================================================================
@@ -3365,6 +3626,7 @@ class _Session:
                 elif truncated["return"] and _keeps_whole(type(outcome.value)):
                     self._attach_artifact(result, outcome.value, context)
         exit_code = outcome.exit_code
+        failure = _NOTEBOOK.failure_of(outcome.error)
         outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
         result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
         if exit_code is not None:
@@ -3374,6 +3636,7 @@ class _Session:
         if fatal is not None:
             result.update(success=False, error=fatal, state="cleared", fatal=True)
         self._install_helpers()
+        _NOTEBOOK.finish(run_id, result, failure)
         self._send_result(run_id, result)
         return fatal is not None
 
