@@ -22,6 +22,7 @@ main() in the last section):
     Default executor               the loop's executor, so a cell's leftover jobs are visible
     Cell-owned work                cancelling what a cell leaves behind
     sh()                           the shell helper
+    pip_install()                  installs into exactly sys.executable, and what they changed
     Bridge calls                   the `mcp` helper: rpc frames to the server's broker
     Namespace inventory, ...       python_namespace, checkpoint() and restore()
     Notebook export                each run's outputs kept; export_notebook() as .ipynb or percent .py
@@ -258,13 +259,14 @@ DISPLAY_TEXT_MAX_BYTES = 20_000      # a markdown display or a repr() fallback
 FIGURE_DPI = 100
 FIGURE_MAX_PIXELS = 2_000            # a figure's longer side is rendered at most this many pixels
 NOTEBOOK_OUTPUTS_MAX_BYTES = 16_777_216  # outputs kept for export_notebook(), pictures included
+PIP_INSTALL_TIMEOUT = 600.0          # pip_install()'s default timeout, seconds
 
 REPL_FILENAME_PREFIX = "<repl:"
 NAMESPACE_NAME = "__repl__"
 STREAM_NAMES = ("stdout", "stderr")
 HELPER_NAMES = (
     "sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp", "display",
-    "export_notebook",
+    "export_notebook", "pip_install",
 )
 # Never listed, checkpointed or restored. The last four are entries every module dict starts with: the
 # namespace is a module's dict so that pickle can find what cells define, not because users set them.
@@ -2328,6 +2330,170 @@ def _exit_descriptor(pid):
 
 
 # =====================================================================================================
+# pip_install()
+#
+# Installs go into exactly the interpreter this worker runs, never whichever pip or python comes first
+# on PATH. The command runs through sh(), so it has sh()'s bounded output, process group and job frames.
+# What changed is read from the installed distributions before and after, not parsed from the
+# installer's output, which differs between pip and uv and between their versions.
+# =====================================================================================================
+class InstallError(ShellError):
+    """pip_install() saw the installer fail; .result holds the ShellResult (with .changed, .needs_reset)."""
+
+    def __init__(self, result):
+        super().__init__(result)
+        self.args = ("Install exited with status %d; inspect exception.stderr" % result.returncode,)
+
+
+def pip_install(*requirements, upgrade=False, index_url=None, find_links=None, timeout=PIP_INSTALL_TIMEOUT):
+    """Install requirements into this session's interpreter (sys.executable) and return a ShellResult.
+
+    Uses `uv pip install --python sys.executable` when uv is on PATH, else `sys.executable -m pip
+    install`. With find_links and no index_url no index is asked (--no-index). The result has sh()'s
+    attributes plus .changed ([{name, before, after}] of the distributions installed, upgraded or
+    removed) and .needs_reset (imported top-level modules of those distributions: they keep their old
+    code until execute_python(reset=True)). A failed install raises InstallError (a ShellError).
+    """
+    options = _install_options(requirements, upgrade, index_url, find_links)
+    command = _installer_command() + options
+    before = _installed_distributions()
+    imported_before = _imported_distributions()
+    import shlex
+
+    try:
+        result = sh(shlex.join(command), check=False, timeout=timeout)
+    finally:
+        import importlib
+
+        importlib.invalidate_caches()  # what was just installed can be imported without a reset
+    after = _installed_distributions()
+    changed = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old != new:
+            name = (new or old)[0]
+            changed.append({"name": name, "before": old and old[1], "after": new and new[1]})
+    keys = {_canonical_name(entry["name"]) for entry in changed}
+    imported = _imported_distributions()
+    needs_reset = sorted(
+        module for mapping in (imported_before, imported) for module, owners in mapping.items() if owners & keys
+    )
+    result.changed = changed
+    result.needs_reset = sorted(set(needs_reset))
+    if not result.ok:
+        raise InstallError(result)
+    return result
+
+
+def _install_options(requirements, upgrade, index_url, find_links):
+    if not requirements:
+        raise TypeError("pip_install() needs at least one requirement, e.g. pip_install('requests')")
+    for requirement in requirements:
+        if type(requirement) is not str or not requirement.strip():
+            raise TypeError("pip_install() requirements must be non-empty strings")
+        if requirement.lstrip().startswith("-"):
+            raise ValueError(
+                "pip_install() requirement %r looks like an option; use upgrade=, index_url= or find_links="
+                % requirement
+            )
+    if type(upgrade) is not bool:
+        raise TypeError("pip_install() upgrade must be True or False")
+    if index_url is not None and (type(index_url) is not str or not index_url):
+        raise TypeError("pip_install() index_url must be a URL string or None")
+    if find_links is None:
+        links = []
+    elif isinstance(find_links, (str, os.PathLike)):
+        links = [find_links]
+    elif isinstance(find_links, (list, tuple)):
+        links = list(find_links)
+    else:
+        raise TypeError("pip_install() find_links must be a path, a URL or a list of them")
+    options = ["--upgrade"] if upgrade else []
+    if index_url is not None:
+        options += ["--index-url", index_url]
+    for link in links:
+        link = os.fspath(link)
+        if type(link) is not str or not link:
+            raise TypeError("pip_install() find_links entries must be non-empty paths or URLs")
+        options += ["--find-links", link if "://" in link else os.path.abspath(os.path.expanduser(link))]
+    if links and index_url is None:
+        options.append("--no-index")  # an offline install must not wait on a network
+    return options + list(requirements)
+
+
+def _installer_command():
+    """The command that installs into sys.executable, or a RuntimeError saying why it cannot be."""
+    python = sys.executable
+    advice = (
+        "Use a project environment instead: `%s -m venv .venv` in the project, then open a session on "
+        "it (python_session_open picks up the project's .venv, or pass python='.venv/bin/python'; the "
+        "server's --python flag does the same for the default session) and call pip_install() there."
+        % (python or "python3")
+    )
+    if not python:
+        raise RuntimeError("Cannot install: this interpreter does not know its own executable (sys.executable is empty)")
+    marker = _externally_managed()
+    if marker is not None:
+        raise RuntimeError(
+            "Cannot install into %s: it is an externally managed system Python (%s, PEP 668); nothing was "
+            "installed. %s" % (python, marker, advice)
+        )
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv is not None:
+        return [uv, "pip", "install", "--python", python]
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is None:
+        raise RuntimeError(
+            "Cannot install into %s: it has no pip and uv is not on PATH; nothing was installed. Run `%s -m "
+            "ensurepip` or put uv on PATH. %s" % (python, python, advice)
+        )
+    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
+
+
+def _externally_managed():
+    """The EXTERNALLY-MANAGED marker of a system Python (PEP 668), or None (a virtual environment has none)."""
+    if sys.prefix != sys.base_prefix:
+        return None
+    import sysconfig
+
+    marker = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+    return marker if os.path.isfile(marker) else None
+
+
+def _canonical_name(name):
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _installed_distributions():
+    """{canonical name: (name, version)} of what this interpreter's path holds now."""
+    import importlib.metadata
+
+    found = {}
+    for distribution in importlib.metadata.distributions():
+        name = distribution.metadata["Name"]
+        if name:
+            found.setdefault(_canonical_name(name), (name, distribution.version))
+    return found
+
+
+def _imported_distributions():
+    """{imported top-level module: canonical names of the distributions that provide it}."""
+    import importlib.metadata
+
+    owners = importlib.metadata.packages_distributions()
+    return {
+        module: {_canonical_name(name) for name in owners[module]}
+        for module in list(sys.modules)
+        if "." not in module and module in owners
+    }
+
+
+# =====================================================================================================
 # Bridge calls (the mcp helper)
 #
 # Requests to the server's MCP broker travel as `rpc` frames tagged with the active run id and come back
@@ -3004,6 +3170,7 @@ def _make_helpers(namespace, sources):
     helpers["mcp"] = _Mcp()
     helpers.update(ARTIFACT_HELPERS)
     helpers["display"] = display
+    helpers["pip_install"] = pip_install
     return helpers
 
 
