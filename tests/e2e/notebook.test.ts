@@ -83,7 +83,7 @@ real("a session becomes a valid notebook with each run's source and outputs", as
       output_type: "error",
       ename: "ZeroDivisionError",
       evalue: "division by zero",
-      traceback: (ran[2]?.error as string).split("\n"),
+      traceback: String(ran[2]?.error).split("\n"),
     },
   ]);
   expect(frame.outputs[0].data["text/plain"].join("")).toBe(ran[3]?.return_value);
