@@ -1266,15 +1266,15 @@ def _library_preview(value):
     A value the renderer cannot read (a library version it does not know, a broken object) gets the
     ordinary preview instead, with a note on the worker's stderr.
     """
-    entry = _LIBRARIES.entry(type(value))
-    if entry is None:
-        return None
-    label, render = entry
-    shown = _Shown()
     try:
+        entry = _LIBRARIES.entry(type(value))
+        if entry is None:
+            return None
+        label, render = entry
+        shown = _Shown()
         text, info = render(value, label, shown)
     except Exception as exc:
-        _note("no %s preview: %s: %s" % (label, _type_name(type(exc)), _exception_message(exc)[:200]))
+        _note("no library preview: %s: %s" % (_type_name(type(exc)), _exception_message(exc)[:200]))
         return None
     text, cut = _cut_text(text, PREVIEW_MAX_BYTES)
     return text, dict(type=label, **info), shown.shortened or cut
@@ -3355,11 +3355,14 @@ def _patch_pyplot(pyplot):
 class _RunRecord:
     __slots__ = ("number", "outputs", "failure", "weight")
 
-    def __init__(self, number, outputs, failure, weight):
+    def __init__(self, number, outputs, failure):
         self.number = number  # the run's place among the runs this worker finished, from 1
-        self.outputs = outputs  # nbformat output dicts, or None once dropped for the budget
+        # (kind, first, second) in the order shown: ("stream", name, text), ("display", mime, data),
+        # ("result", preview, None), ("error", (ename, evalue), traceback text); None once dropped.
+        self.outputs = outputs
         self.failure = failure  # "TypeName: message" of a failed run, else None
-        self.weight = weight
+        # The characters it holds: what the output budget counts.
+        self.weight = sum(len(first if kind == "result" else second) for kind, first, second in outputs)
 
 
 class _Notebook:
@@ -3367,22 +3370,25 @@ class _Notebook:
         self._records = collections.OrderedDict()  # run id -> _RunRecord, oldest first
         self._weight = 0
         self.finished = 0  # runs this worker finished (inventories are not runs)
-        self._displays = []  # (run id, nbformat output) of the active run
+        self._displays = []  # (run id, output) of the active run
         self._display_weight = 0
 
     def add_display(self, run_id, mime, payload):
-        if mime.startswith("image/") and mime != "image/svg+xml":
-            data = binascii.b2a_base64(payload, newline=False).decode("ascii")
-        else:
-            data = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
-        if self._display_weight + len(data) > NOTEBOOK_OUTPUTS_MAX_BYTES:
-            data, mime = "[a %s display of %d bytes was not kept for the notebook]" % (mime, len(payload)), "text/plain"
-        self._display_weight += len(data)
-        body = {mime: data if mime.startswith("image/") else data.splitlines(True)}
-        self._displays.append((run_id, {"output_type": "display_data", "data": body, "metadata": {}}))
+        """Keep what a run displayed (a failure here must not fail display())."""
+        try:
+            if mime.startswith("image/") and mime != "image/svg+xml":
+                data = binascii.b2a_base64(payload, newline=False).decode("ascii")
+            else:
+                data = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+            if self._display_weight + len(data) > NOTEBOOK_OUTPUTS_MAX_BYTES:
+                mime, data = "text/plain", "[a %s display of %d bytes was not kept]" % (mime, len(payload))
+            self._display_weight += len(data)
+            self._displays.append((run_id, ("display", mime, data)))
+        except Exception as exc:
+            _note("display not kept for the notebook: %r" % exc)
 
     def failure_of(self, exc):
-        """(ename, evalue) of a failed run's exception, read now: the exception goes before the record is made."""
+        """(ename, evalue) of a failed run, read before the run's exception is let go."""
         if exc is None:
             return None
         if _is_interruption(exc):
@@ -3390,41 +3396,44 @@ class _Notebook:
         return _type_name(type(exc)), _exception_message(exc)[:MESSAGE_MAX_CHARS]
 
     def finish(self, run_id, result, failure):
+        """Keep a finished run's outputs; a failure here is noted, and the run's result still goes out."""
+        try:
+            self._finish(run_id, result, failure)
+        except Exception as exc:
+            _note("outputs of run %s not kept for the notebook: %r" % (run_id, exc))
+        finally:
+            self._displays, self._display_weight = [], 0
+
+    def _finish(self, run_id, result, failure):
         self.finished += 1
-        number = self.finished
         outputs = []
         for stream in STREAM_NAMES:
             text = result.get(stream) or ""
             if result["truncated"].get(stream):
                 text += "\n[%s was cut to %d bytes]\n" % (stream, STREAM_BUDGET_BYTES)
             if text:
-                outputs.append({"output_type": "stream", "name": stream, "text": text.splitlines(True)})
+                outputs.append(("stream", stream, text))
         outputs += [output for owner, output in self._displays if owner == run_id]
-        self._displays, self._display_weight = [], 0
-        error = result.get("error")
-        summary = None
+        error, summary = result.get("error"), None
         if error is not None:
             ename, evalue = failure or ("Error", error.rsplit("\n", 1)[-1])
-            outputs.append({"output_type": "error", "ename": ename, "evalue": evalue, "traceback": error.splitlines()})
+            outputs.append(("error", (ename, evalue), error))
             summary = "%s: %s" % (ename, evalue) if evalue else ename
         elif result.get("return_value") is not None:
-            outputs.append({
-                "output_type": "execute_result",
-                "execution_count": number,
-                "data": {"text/plain": result["return_value"].splitlines(True)},
-                "metadata": {},
-            })
-        weight = sum(_output_weight(output) for output in outputs)
-        self._records.pop(run_id, None)
-        self._records[run_id] = _RunRecord(number, outputs, summary, weight)
-        self._weight += weight
+            outputs.append(("result", result["return_value"], None))
+        record = _RunRecord(self.finished, outputs, summary)
+        old = self._records.pop(run_id, None)
+        if old is not None:
+            self._drop(old)
+        self._records[run_id] = record
+        self._weight += record.weight
         while len(self._records) > HISTORY_MAX_RUNS:
             self._drop(self._records.popitem(last=False)[1])
-        for record in self._records.values():
+        for kept in self._records.values():
             if self._weight <= NOTEBOOK_OUTPUTS_MAX_BYTES:
                 break
-            if record.outputs is not None:
-                self._drop(record)
+            if kept.outputs is not None:
+                self._drop(kept)
 
     def _drop(self, record):
         self._weight -= record.weight
@@ -3434,9 +3443,21 @@ class _Notebook:
         return self._records.get(run_id)
 
 
-def _output_weight(output):
-    parts = list(output.get("data", {}).values()) + [output.get("text", ()), output.get("traceback", ())]
-    return sum(len(part) if isinstance(part, str) else sum(map(len, part)) for part in parts)
+def _nbformat_output(output, number):
+    kind, first, second = output
+    if kind == "stream":
+        return {"output_type": "stream", "name": first, "text": second.splitlines(True)}
+    if kind == "display":
+        data = second if first.startswith("image/") and first != "image/svg+xml" else second.splitlines(True)
+        return {"output_type": "display_data", "data": {first: data}, "metadata": {}}
+    if kind == "result":
+        return {
+            "output_type": "execute_result",
+            "execution_count": number,
+            "data": {"text/plain": first.splitlines(True)},
+            "metadata": {},
+        }
+    return {"output_type": "error", "ename": first[0], "evalue": first[1], "traceback": second.splitlines()}
 
 
 _NOTEBOOK = _Notebook()
@@ -3500,7 +3521,7 @@ def _ipynb_document(runs, notes):
             "execution_count": record.number,
             "metadata": {},
             "source": _cell_source(filename, source).splitlines(True),
-            "outputs": record.outputs or [],
+            "outputs": [_nbformat_output(output, record.number) for output in record.outputs or ()],
         })
     notebook = {
         "cells": cells,
