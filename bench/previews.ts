@@ -11,7 +11,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { start, stopAll } from "./lib/mcp.ts";
+import { type Served, start, stopAll } from "./lib/mcp.ts";
 import { cleanEnv } from "./lib/spawn.ts";
 import { formatMs, formatRatio, median } from "./lib/stats.ts";
 import { table } from "./lib/table.ts";
@@ -55,6 +55,112 @@ function shuffled<T>(items: readonly T[], seed: number): T[] {
 }
 
 const rows = (size: number) => size.toLocaleString("en");
+const SMALL = SIZES[0];
+const BIG = SIZES[SIZES.length - 1] as number;
+
+/** Makes a frame and an array of every size in the session, and checks the big frame is previewed. */
+async function setUp(served: Served): Promise<void> {
+  const setup = ["import numpy as np, pandas as pd"];
+  for (const size of SIZES)
+    setup.push(`frame_${size} = ${frame(size)}`, `array_${size} = np.arange(${size}.0)`);
+  const made = await served.call("execute_python", { code: setup.join("\n"), timeout: 600 });
+  if ((made.structuredContent as { success?: boolean }).success !== true)
+    throw new Error("setup cell failed");
+  const check = await served.call("execute_python", { code: `frame_${BIG}` });
+  const info = (check.structuredContent as { value_info?: { shape?: number[] } }).value_info;
+  if (info?.shape?.[0] !== BIG) throw new Error("the big frame was not previewed as a frame");
+}
+
+function contenders(): Contender[] {
+  const all: Contender[] = [{ label: "`1` (baseline round trip)", code: "1", times: [] }];
+  for (const size of SIZES) {
+    all.push({ label: `DataFrame, ${rows(size)} rows × 5 columns`, code: `frame_${size}`, times: [] });
+  }
+  for (const size of SIZES)
+    all.push({ label: `ndarray, ${rows(size)} float64`, code: `array_${size}`, times: [] });
+  for (const size of [SMALL, BIG]) {
+    all.push({
+      label: `for scale: pandas' repr() of ${rows(size)} rows`,
+      code: `_ = repr(frame_${size})`,
+      times: [],
+    });
+  }
+  return all;
+}
+
+async function roundTrips(served: Served, all: Contender[]): Promise<void> {
+  for (const contender of all) await served.call("execute_python", { code: contender.code });
+  for (let round = 0; round < ROUNDS; round++) {
+    // A new order every round: no contender always follows the same one (repr() of the big frame,
+    // say), and a machine that changes pace slows every contender alike.
+    for (const contender of shuffled(all, round)) {
+      const began = performance.now();
+      await served.call("execute_python", { code: contender.code });
+      contender.times.push(performance.now() - began);
+    }
+  }
+}
+
+/** Median milliseconds of the worker's own preview function per value, reached through __main__. */
+async function insideWorker(served: Served): Promise<Record<string, number>> {
+  const names = SIZES.flatMap((size) => [`frame_${size}`, `array_${size}`]);
+  const code = [
+    "import sys, time",
+    "preview = sys.modules['__main__']._library_preview",
+    `samples = {name: [] for name in ${JSON.stringify(names)}}`,
+    `for _ in range(${INSIDE_ROUNDS}):`,
+    "    for name, times in samples.items():",
+    "        value = globals()[name]",
+    "        began = time.perf_counter()",
+    "        preview(value)",
+    "        times.append((time.perf_counter() - began) * 1000)",
+    "{name: sorted(times)[len(times) // 2] for name, times in samples.items()}",
+  ].join("\n");
+  const timed = await served.call("execute_python", { code, timeout: 600 });
+  const alone = (timed.structuredContent as { value?: Record<string, number> }).value;
+  if (!alone) throw new Error("timing the preview inside the worker failed");
+  return alone;
+}
+
+function report(all: Contender[], alone: Record<string, number>): void {
+  const medianOf = (code: string) => median(all.find((c) => c.code === code)?.times ?? []);
+  const baseline = medianOf("1");
+  console.log(
+    `\n7. a trailing value's preview at 10, 1,000 and 10 million rows: medians of ${ROUNDS} round trips`,
+  );
+  console.log(
+    table(
+      ["cell", "median", "over `1`"],
+      all.map((c) => [c.label, formatMs(median(c.times)), formatMs(median(c.times) - baseline)]),
+    ),
+  );
+  const [frameRatio, arrayRatio] = ["frame", "array"].map(
+    (kind) => medianOf(`${kind}_${BIG}`) / medianOf(`${kind}_${SMALL}`),
+  ) as [number, number];
+  console.log(
+    `  round trip, 10M rows / 10 rows: DataFrame ${formatRatio(frameRatio)}, ndarray ${formatRatio(arrayRatio)}`,
+  );
+  console.log(`\n  the preview alone, inside the worker (medians of ${INSIDE_ROUNDS} calls each):`);
+  const line = (label: string, kind: string) => {
+    const at = (size: number) => alone[`${kind}_${size}`] as number;
+    return [
+      label,
+      ...SIZES.map((size) => formatMs(at(size))),
+      formatRatio(at(BIG) / at(SMALL)),
+      formatRatio(at(BIG) / at(SIZES[1])),
+    ];
+  };
+  console.log(
+    table(
+      ["value", ...SIZES.map((size) => `${rows(size)} rows`), "10M / 10", "10M / 1,000"],
+      [line("DataFrame, 5 columns", "frame"), line("ndarray, float64", "array")],
+    ),
+  );
+  const flat = frameRatio <= FLAT_RATIO && arrayRatio <= FLAT_RATIO;
+  console.log(
+    `  target: round trip flat in the value's size (10M / 10 ≤ ${FLAT_RATIO}×) → ${flat ? "PASS" : "MISS"}`,
+  );
+}
 
 async function main(): Promise<void> {
   const probe = Bun.spawnSync([PYTHON, "-c", "import numpy, pandas"], { stderr: "pipe" });
@@ -76,104 +182,12 @@ async function main(): Promise<void> {
       env,
       cwd: project,
     });
-    const setup = ["import numpy as np, pandas as pd"];
-    for (const size of SIZES)
-      setup.push(`frame_${size} = ${frame(size)}`, `array_${size} = np.arange(${size}.0)`);
-    const made = await served.call("execute_python", { code: setup.join("\n"), timeout: 600 });
-    if ((made.structuredContent as { success?: boolean }).success !== true)
-      throw new Error("setup cell failed");
-    const big = SIZES[SIZES.length - 1] as number;
-    const check = await served.call("execute_python", { code: `frame_${big}` });
-    const info = (check.structuredContent as { value_info?: { shape?: number[] } }).value_info;
-    if (info?.shape?.[0] !== big) throw new Error("the big frame was not previewed as a frame");
-
-    const contenders: Contender[] = [{ label: "`1` (baseline round trip)", code: "1", times: [] }];
-    for (const size of SIZES) {
-      contenders.push({
-        label: `DataFrame, ${rows(size)} rows × 5 columns`,
-        code: `frame_${size}`,
-        times: [],
-      });
-    }
-    for (const size of SIZES) {
-      contenders.push({ label: `ndarray, ${rows(size)} float64`, code: `array_${size}`, times: [] });
-    }
-    for (const size of [SIZES[0], big]) {
-      contenders.push({
-        label: `for scale: pandas' repr() of ${rows(size)} rows`,
-        code: `_ = repr(frame_${size})`,
-        times: [],
-      });
-    }
-    for (const contender of contenders) await served.call("execute_python", { code: contender.code });
-    for (let round = 0; round < ROUNDS; round++) {
-      // A new order every round: no contender always follows the same one (repr() of the big frame,
-      // say), and a machine that changes pace slows every contender alike.
-      for (const contender of shuffled(contenders, round)) {
-        const began = performance.now();
-        await served.call("execute_python", { code: contender.code });
-        contender.times.push(performance.now() - began);
-      }
-    }
-    // The worker's own preview function, reached through __main__ (the worker runs there).
-    const names = SIZES.flatMap((size) => [`frame_${size}`, `array_${size}`]);
-    const inside = [
-      "import sys, time",
-      "preview = sys.modules['__main__']._library_preview",
-      `samples = {name: [] for name in ${JSON.stringify(names)}}`,
-      `for _ in range(${INSIDE_ROUNDS}):`,
-      "    for name, times in samples.items():",
-      "        value = globals()[name]",
-      "        began = time.perf_counter()",
-      "        preview(value)",
-      "        times.append((time.perf_counter() - began) * 1000)",
-      "{name: sorted(times)[len(times) // 2] for name, times in samples.items()}",
-    ].join("\n");
-    const timed = await served.call("execute_python", { code: inside, timeout: 600 });
-    const alone = (timed.structuredContent as { value?: Record<string, number> }).value;
-    if (!alone) throw new Error("timing the preview inside the worker failed");
+    await setUp(served);
+    const all = contenders();
+    await roundTrips(served, all);
+    const alone = await insideWorker(served);
     await served.stop();
-
-    const medianOf = (code: string) => median(contenders.find((c) => c.code === code)?.times ?? []);
-    const baseline = medianOf("1");
-    console.log(
-      `\n7. a trailing value's preview at 10, 1,000 and 10 million rows: medians of ${ROUNDS} round trips`,
-    );
-    console.log(
-      table(
-        ["cell", "median", "over `1`"],
-        contenders.map((c) => [c.label, formatMs(median(c.times)), formatMs(median(c.times) - baseline)]),
-      ),
-    );
-    const small = SIZES[0];
-    const ratios = ["frame", "array"].map(
-      (kind) => medianOf(`${kind}_${big}`) / medianOf(`${kind}_${small}`),
-    );
-    console.log(
-      `  round trip, 10M rows / 10 rows: DataFrame ${formatRatio(ratios[0] as number)}, ndarray ${formatRatio(ratios[1] as number)}`,
-    );
-    console.log(`\n  the preview alone, inside the worker (medians of ${INSIDE_ROUNDS} calls each):`);
-    console.log(
-      table(
-        ["value", ...SIZES.map((size) => `${rows(size)} rows`), "10M / 10", "10M / 1,000"],
-        [
-          ["DataFrame, 5 columns", "frame"],
-          ["ndarray, float64", "array"],
-        ].map(([label, kind]) => {
-          const at = (size: number) => alone[`${kind}_${size}`] as number;
-          return [
-            label as string,
-            ...SIZES.map((size) => formatMs(at(size))),
-            formatRatio(at(big) / at(small)),
-            formatRatio(at(big) / at(SIZES[1])),
-          ];
-        }),
-      ),
-    );
-    const flat = ratios.every((ratio) => ratio <= FLAT_RATIO);
-    console.log(
-      `  target: round trip flat in the value's size (10M / 10 ≤ ${FLAT_RATIO}×) → ${flat ? "PASS" : "MISS"}`,
-    );
+    report(all, alone);
   } finally {
     await stopAll();
     rmSync(tmp, { recursive: true, force: true });
