@@ -3953,6 +3953,7 @@ class _Session:
             "state": "preserved",
             "interrupted": isinstance(exc, KeyboardInterrupt),
         }
+        _NOTEBOOK.finish(run_id, result, None)
         self._send_result(run_id, result)
 
     def _describe_failure(self, run_id, exc):
