@@ -35,6 +35,8 @@ export const NATIVE_STDERR_MAX_BYTES = 65_536;
 export const RETURN_PREVIEW_MAX_BYTES = 20_000;
 /** An error message or traceback summary (enforced by worker.py). */
 export const ERROR_TEXT_MAX_BYTES = 20_000;
+/** Columns a value_info names (and gives dtypes for): a wide frame still makes a small result (worker.py). */
+export const VALUE_INFO_COLUMNS_MAX = 50;
 
 // Runs
 /** A run's timeout range and default, in seconds (the same range bounds mcp.call timeouts). */
