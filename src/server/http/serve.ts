@@ -3,7 +3,12 @@
 // event streams leave through a backlog meter so a client that stops reading cannot grow them forever.
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { describe } from "../../errors.ts";
-import { HTTP_UNAUTHENTICATED_IDLE_SECONDS, MCP_MESSAGE_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
+import {
+  HTTP_BODY_READ_TIMEOUT_MS,
+  HTTP_UNAUTHENTICATED_IDLE_SECONDS,
+  MCP_MESSAGE_MAX_BYTES,
+  SESSIONS_MAX,
+} from "../../limits.ts";
 import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
 import { type Backlog, metered } from "./backlog.ts";
@@ -80,11 +85,12 @@ async function handle(
   if (new URL(request.url).pathname !== "/mcp")
     return jsonError(404, -32000, "Not found; MCP is served at /mcp");
   // Event streams stay open while cells run; the SDK's keep-alive comments are the liveness signal.
+  // The body read below keeps a deadline of its own.
   bun.timeout(request, 0);
   let parsedBody: unknown;
   if (request.method === "POST") {
-    const body = await readJsonBody(request, MCP_MESSAGE_MAX_BYTES);
-    if ("status" in body) return jsonError(body.status, body.code, body.message);
+    const body = await readJsonBody(request, MCP_MESSAGE_MAX_BYTES, HTTP_BODY_READ_TIMEOUT_MS);
+    if ("status" in body) return jsonError(body.status, body.code, body.message, body.headers);
     parsedBody = body.json;
   }
   const client = await route(request, parsedBody, clients);
