@@ -9,22 +9,14 @@
 // Cross-compiling uses Bun's own runtime for the target platform. For any target other than the
 // host, Bun fetches that runtime from the npm registry (package @oven/bun-<os>-<cpu>) the first time
 // and caches it under ~/.bun/install/cache (or $BUN_INSTALL_CACHE_DIR); later builds are offline.
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import pkg from "../package.json" with { type: "json" };
 import { checksumFile, packExecutable, sha256Hex } from "./archive.ts";
 import { compile, PRODUCT_ENTRY, recordProductProfile } from "./build.ts";
+import { publishedInstaller } from "./installer.ts";
 
 const root = resolve(dirname(new URL(import.meta.url).pathname), "..");
 
@@ -37,7 +29,6 @@ export const binaryAssetName = (target: ReleaseTarget): string => `repl-mcp-${ta
 export const archiveAssetName = (target: ReleaseTarget): string => `${binaryAssetName(target)}.tar.gz`;
 export const CHECKSUMS_NAME = "SHA256SUMS";
 export const INSTALLER_NAME = "install.sh";
-export const INSTALLER_SOURCE = join(root, "release", INSTALLER_NAME);
 export const DEFAULT_OUTDIR = join(root, "dist", "release");
 
 export interface ReleaseAsset {
@@ -232,7 +223,7 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
   }
 
   const installer = join(outdir, INSTALLER_NAME);
-  copyFileSync(INSTALLER_SOURCE, installer);
+  writeFileSync(installer, publishedInstaller(), { mode: 0o644 });
   const installerData = await Bun.file(installer).bytes();
   assets.push({
     name: INSTALLER_NAME,
