@@ -233,7 +233,12 @@ describe.skipIf(TEST_TARGET === undefined)(`release build for ${target}`, () => 
   slowTest("writes the binary, a single-file archive, install.sh and matching SHA256SUMS", async () => {
     expect(release.version).toBe(VERSION);
     expect(release.assets.map((asset) => asset.name)).toEqual([INSTALLER_NAME, BINARY, ARCHIVE]);
-    expect(listDir(buildDir)).toEqual([CHECKSUMS_NAME, INSTALLER_NAME, BINARY, ARCHIVE].sort());
+    expect(listDir(buildDir)).toEqual([CHECKSUMS_NAME, INSTALLER_NAME, BINARY, ARCHIVE, "npm"].sort());
+    // The npm packages (tests/release/npm.test.ts publishes them) are not release assets.
+    expect(listDir(join(buildDir, "npm"))).toEqual([
+      `repl-mcp-${VERSION}.tgz`,
+      `repl-mcp-${target}-${VERSION}.tgz`,
+    ]);
     expect(statSync(join(buildDir, BINARY)).mode & 0o777).toBe(0o755);
 
     const lines = readFileSync(join(buildDir, CHECKSUMS_NAME), "utf8").trimEnd().split("\n");
