@@ -15,14 +15,17 @@ main() in the last section):
     Output capture                 sys.stdout/sys.stderr budgets and coalesced output frames
     Commands from the server       who reads the command fd when, and the queue of cells
     Safe previews                  the trailing value as JSON without running user hooks
+    Library previews               numpy, pandas and polars values by identity: shape, dtypes, edge rows
     Source history                 linecache entries for tracebacks and inspect.getsource()
     Error text                     bounded exception messages and tracebacks
     Child processes                tracked Popen, reaping, job frames for group leaders
     Default executor               the loop's executor, so a cell's leftover jobs are visible
     Cell-owned work                cancelling what a cell leaves behind
     sh()                           the shell helper
+    pip_install()                  installs into exactly sys.executable, and what they changed
     Bridge calls                   the `mcp` helper: rpc frames to the server's broker
     Namespace inventory, ...       python_namespace, checkpoint() and restore()
+    Notebook export                each run's outputs kept; export_notebook() as .ipynb or percent .py
     Cells                          compiling a cell; repairing process state between cells
     The session                    the namespace, loop and context; one result per run
     File runs                      python_run_file: __main__, argv, sys.path[0], exit status
@@ -208,6 +211,15 @@ FATAL_EXIT_STATUS = 70
 SOURCE_FILE_MAX_BYTES = 262_144
 SCRIPT_ARGV_MAX_ITEMS = 128
 SCRIPT_ARGV_MAX_BYTES = 32_768
+LIBRARY_EDGE_ITEMS = 5               # rows, and items of every array axis, shown from each end
+LIBRARY_EDGE_COLUMNS = 10            # table columns shown from each end
+LIBRARY_ARRAY_MAX_ITEMS = 200        # array elements one preview shows in all
+LIBRARY_CELL_MAX_CHARS = 40          # one shown value or column name
+LIBRARY_NESTED_ITEMS = 5             # items shown of a list, tuple or dict inside a cell
+LIBRARY_NESTED_DEPTH = 2
+LIBRARY_INT_MAX_BITS = 128           # a longer int in a cell is shown by its size (decimal digits cost)
+VALUE_INFO_MAX_COLUMNS = 50          # columns value_info names
+VALUE_INFO_NAME_MAX_CHARS = 200      # one column name or dtype in value_info
 HISTORY_MAX_RUNS = 64
 HISTORY_MAX_WEIGHT = 1_048_576       # sum of sys.getsizeof of the retained sources
 HISTORY_PREVIEW_MAX_NODES = 512
@@ -246,12 +258,15 @@ DISPLAY_CHUNK_CHARS = 524_288        # base64 characters per display frame, well
 DISPLAY_TEXT_MAX_BYTES = 20_000      # a markdown display or a repr() fallback
 FIGURE_DPI = 100
 FIGURE_MAX_PIXELS = 2_000            # a figure's longer side is rendered at most this many pixels
+NOTEBOOK_OUTPUTS_MAX_BYTES = 16_777_216  # outputs kept for export_notebook(), pictures included
+PIP_INSTALL_TIMEOUT = 600.0          # pip_install()'s default timeout, seconds
 
 REPL_FILENAME_PREFIX = "<repl:"
 NAMESPACE_NAME = "__repl__"
 STREAM_NAMES = ("stdout", "stderr")
 HELPER_NAMES = (
-    "sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp", "display"
+    "sh", "checkpoint", "restore", "repl_history", "repl_source", "repl_namespace", "mcp", "display",
+    "export_notebook", "pip_install",
 )
 # Never listed, checkpointed or restored. The last four are entries every module dict starts with: the
 # namespace is a module's dict so that pickle can find what cells define, not because users set them.
@@ -1147,6 +1162,496 @@ def _json_safe(value):
 
 
 # =====================================================================================================
+# Library previews
+#
+# Arrays and tables are what a data session looks at most, so the classes of numpy, pandas and polars
+# get a preview of our own: type, shape, dtypes, column names and a few rows from each end. Only the
+# libraries' own classes qualify, found by identity in the module already loaded (a subclass, a look-
+# alike, or a library nobody imported is left to the ordinary preview), and the preview only calls
+# library code and reads exact builtins: an element of any other type is shown by its type name, so no
+# __repr__ of a user's object runs. What is read is bounded by what is shown, never by the value's size.
+# =====================================================================================================
+class _Libraries:
+    """The classes each loaded library gets a preview for, by id, rebuilt when its module is replaced."""
+
+    def __init__(self):
+        self._built = {}  # module name -> (module, {id(class): (class, qualified name, renderer)})
+
+    def entry(self, kind):
+        """(qualified name, renderer) when kind is exactly one of the libraries' own classes, else None."""
+        for name, build in _LIBRARY_BUILDERS:
+            names = _module_names(name)
+            if names is None:
+                continue
+            module = sys.modules[name]
+            built = self._built.get(name)
+            if built is None or built[0] is not module:
+                classes = build(names)
+                if not classes:
+                    continue  # still being imported: look again next time
+                built = self._built[name] = (module, classes)
+            found = built[1].get(id(kind))
+            if found is not None and found[0] is kind:
+                return found[1], found[2]
+        return None
+
+
+def _module_names(name):
+    """The dict of a loaded module, read without an attribute lookup; None if it is not loaded."""
+    module = sys.modules.get(name)
+    # A replacement that is not a plain module could run code when its attributes are read.
+    return module.__dict__ if type(module) is types.ModuleType else None
+
+
+def _by_id(classes):
+    return {id(cls): cls for cls in classes if cls is not None}
+
+
+def _numpy_scalar_classes(names):
+    """numpy's own scalar types, by id, but void: a structured scalar's fields may hold any object."""
+    void = names.get("void")
+    return _by_id(scalar for scalar in (names.get("sctypeDict") or {}).values() if scalar is not void)
+
+
+def _numpy_classes(names):
+    if names.get("ndarray") is None:
+        return {}
+    classes = {id(names["ndarray"]): (names["ndarray"], "numpy.ndarray", _render_ndarray)}
+    for key, scalar in _numpy_scalar_classes(names).items():
+        classes[key] = (scalar, "numpy." + _type_name(scalar), _render_numpy_scalar)
+    return classes
+
+
+_PANDAS_INDEXES = (
+    "Index", "RangeIndex", "DatetimeIndex", "TimedeltaIndex", "PeriodIndex", "CategoricalIndex",
+    "IntervalIndex", "MultiIndex",
+)
+_PANDAS_NUMERIC_INDEXES = ("NumericIndex", "Int64Index", "UInt64Index", "Float64Index")  # pandas 1.x
+_PANDAS_DTYPES = (
+    "CategoricalDtype", "DatetimeTZDtype", "PeriodDtype", "IntervalDtype", "SparseDtype", "StringDtype",
+    "BooleanDtype", "Int8Dtype", "Int16Dtype", "Int32Dtype", "Int64Dtype", "UInt8Dtype", "UInt16Dtype",
+    "UInt32Dtype", "UInt64Dtype", "Float32Dtype", "Float64Dtype", "ArrowDtype",
+)
+_PANDAS_SCALARS = ("Timestamp", "Timedelta", "Period")
+
+
+def _pandas_classes(names):
+    if names.get("DataFrame") is None or names.get("Series") is None:
+        return {}
+    # From module dicts, never as attributes: pandas 1.x warns on some names when they are read.
+    numeric = _module_names("pandas.core.indexes.numeric") or {}
+    entries = [(names["DataFrame"], "pandas.DataFrame", _render_pandas_frame)]
+    entries.append((names["Series"], "pandas.Series", _render_pandas_series))
+    entries += [(names.get(name), "pandas." + name, _render_pandas_index) for name in _PANDAS_INDEXES]
+    entries += [(numeric.get(name), "pandas." + name, _render_pandas_index) for name in _PANDAS_NUMERIC_INDEXES]
+    return {id(entry[0]): entry for entry in entries if entry[0] is not None}
+
+
+def _polars_classes(names):
+    if names.get("DataFrame") is None or names.get("Series") is None:
+        return {}
+    return {
+        id(names["DataFrame"]): (names["DataFrame"], "polars.DataFrame", _render_polars_frame),
+        id(names["Series"]): (names["Series"], "polars.Series", _render_polars_series),
+    }
+
+
+_LIBRARY_BUILDERS = (("numpy", _numpy_classes), ("pandas", _pandas_classes), ("polars", _polars_classes))
+_LIBRARIES = _Libraries()
+
+
+def _library_preview(value):
+    """(return_value, value_info, shortened) for a value of a class previewed here, else None.
+
+    A value the renderer cannot read (a library version it does not know, a broken object) gets the
+    ordinary preview instead, with a note on the worker's stderr.
+    """
+    try:
+        entry = _LIBRARIES.entry(type(value))
+        if entry is None:
+            return None
+        label, render = entry
+        shown = _Shown()
+        text, info = render(value, label, shown)
+    except Exception as exc:
+        _note("no library preview: %s: %s" % (_type_name(type(exc)), _exception_message(exc)[:200]))
+        return None
+    text, cut = _cut_text(text, PREVIEW_MAX_BYTES)
+    return text, dict(type=label, **info), shown.shortened or cut
+
+
+class _Shown:
+    """Formats what a preview shows, and remembers whether anything was left out."""
+
+    def __init__(self):
+        self.shortened = False
+        self.numpy = _module_names("numpy") or {}
+        self.pandas = _module_names("pandas") or {}
+        self._numpy_scalars = _numpy_scalar_classes(self.numpy)
+        self._pandas_scalars = _by_id(self.pandas.get(name) for name in _PANDAS_SCALARS)
+        self.numpy_dtypes = {}
+        dtype, typecodes = self.numpy.get("dtype"), self.numpy.get("typecodes")
+        if dtype is not None and typecodes:
+            self.numpy_dtypes = _by_id(type(dtype(code)) for code in typecodes["All"])
+        self._pandas_dtypes = _by_id(self.pandas.get(name) for name in _PANDAS_DTYPES)
+
+    # -- one value -----------------------------------------------------------------------------
+    def item(self, item, quote, depth=0):
+        """Text of one element: exact builtins and the libraries' own scalars; anything else <TypeName>."""
+        text = self._item(item, quote, depth)
+        if len(text) > LIBRARY_CELL_MAX_CHARS:
+            self.shortened = True
+            text = text[: LIBRARY_CELL_MAX_CHARS - 1] + "…"
+        return text
+
+    def items(self, items, quote):
+        return [self.item(item, quote) for item in items]
+
+    def _item(self, item, quote, depth):
+        kind = type(item)
+        if item is None:
+            return "None"
+        if kind is bool:
+            return "True" if item else "False"
+        if kind is int:
+            bits = item.bit_length()
+            return int.__repr__(item) if bits <= LIBRARY_INT_MAX_BITS else "<int of %d bits>" % bits
+        if kind is float:
+            return float.__repr__(item)
+        if kind is str:
+            return self._text(item, quote)
+        if kind is bytes:
+            return bytes.__repr__(item[: LIBRARY_CELL_MAX_CHARS])
+        if kind is complex:
+            return complex.__repr__(item)
+        if (kind is list or kind is tuple) and depth < LIBRARY_NESTED_DEPTH:
+            return self._sequence(item, kind is tuple, depth)
+        if kind is dict and depth < LIBRARY_NESTED_DEPTH:
+            return self._mapping(item, depth)
+        text = _datetime_text(item, kind)
+        if text is None:
+            text = self._library_scalar(item, kind)
+        return "<%s>" % _type_name(kind) if text is None else text
+
+    def _text(self, text, quote):
+        sample = text[: LIBRARY_CELL_MAX_CHARS + 1]
+        if quote:
+            return json.dumps(sample, ensure_ascii=False)
+        if not sample.isprintable():  # a newline or a tab would break the rows of a table
+            sample = json.dumps(sample, ensure_ascii=False)[1:-1]
+        return sample
+
+    def _sequence(self, items, is_tuple, depth):
+        shown = [self.item(item, True, depth + 1) for item in items[:LIBRARY_NESTED_ITEMS]]
+        if len(items) > LIBRARY_NESTED_ITEMS:
+            shown.append("...")
+            self.shortened = True
+        if is_tuple:
+            return "(%s)" % (shown[0] + "," if len(items) == 1 else ", ".join(shown))
+        return "[%s]" % ", ".join(shown)
+
+    def _mapping(self, mapping, depth):
+        shown = [
+            "%s: %s" % (self.item(key, True, depth + 1), self.item(item, True, depth + 1))
+            for key, item in itertools.islice(dict.items(mapping), LIBRARY_NESTED_ITEMS)
+        ]
+        if len(mapping) > LIBRARY_NESTED_ITEMS:
+            shown.append("...")
+            self.shortened = True
+        return "{%s}" % ", ".join(shown)
+
+    def _library_scalar(self, item, kind):
+        if self._numpy_scalars.get(id(kind)) is kind:
+            return self.numpy_scalar(item, kind)
+        if self.pandas:
+            if item is self.pandas.get("NaT"):
+                return "NaT"
+            if item is self.pandas.get("NA"):
+                return "<NA>"
+            if self._pandas_scalars.get(id(kind)) is kind:
+                return str(item)
+        return None
+
+    def numpy_scalar(self, item, kind):
+        if kind is self.numpy.get("datetime64"):
+            return str(self.numpy["datetime_as_string"](item, unit="auto"))
+        if kind is self.numpy.get("str_"):
+            return self._text(str.__str__(item), True)
+        return str(item)
+
+    # -- dtypes --------------------------------------------------------------------------------
+    def numpy_dtype(self, dtype):
+        return self.numpy_dtypes.get(id(type(dtype))) is type(dtype)
+
+    def known_dtype(self, dtype):
+        """Whether dtype is numpy's or pandas' own, so reading values of it runs library code only."""
+        return self.numpy_dtype(dtype) or self._pandas_dtypes.get(id(type(dtype))) is type(dtype)
+
+    def dtype(self, dtype):
+        if self.known_dtype(dtype):
+            return _cut_text(str(dtype), VALUE_INFO_NAME_MAX_CHARS)[0]
+        return "<%s>" % _type_name(type(dtype))
+
+    # -- what is shown of a run of values ------------------------------------------------------
+    def spans(self, length, edge):
+        """[(start, stop)] of the items shown of `length`: all, or `edge` from each end."""
+        if length <= 2 * edge:
+            return [(0, length)]
+        self.shortened = True
+        return [(0, edge), (length - edge, length)]
+
+    def ndarray_items(self, piece, quote):
+        """Texts of the items of a short one-dimensional ndarray of one of numpy's own dtypes."""
+        kind = piece.dtype.kind
+        if kind == "M":
+            return self.items(self.numpy["datetime_as_string"](piece, unit="auto").tolist(), False)
+        if kind in "OUS":
+            return self.items(piece.tolist(), quote)
+        if kind in "biufcm":
+            return [self.item(self.numpy_scalar(item, type(item)), False) for item in piece]
+        return ["<%s>" % _type_name(type(piece.dtype))] * len(piece)
+
+
+def _datetime_text(item, kind):
+    """ISO text of an exact datetime, date, time or timedelta; None for anything else."""
+    names = _module_names("datetime")
+    if names is None:
+        return None
+    if kind is names.get("datetime") or kind is names.get("time"):
+        zone = item.tzinfo
+        if zone is not None and type(zone) is not names.get("timezone"):
+            return "<%s>" % _type_name(kind)  # a tzinfo class of the user's would run its utcoffset()
+        return item.isoformat()
+    if kind is names.get("date"):
+        return item.isoformat()
+    if kind is names.get("timedelta"):
+        return names["timedelta"].__str__(item)
+    return None
+
+
+def _gapped(cells, spans):
+    """A column's cells with "..." where the spans leave rows out."""
+    if len(spans) == 1:
+        return cells
+    first = spans[0][1] - spans[0][0]
+    return cells[:first] + ["..."] + cells[first:]
+
+
+def _table_lines(columns):
+    """Right-aligned rows from columns, each a list: its header, then its cells."""
+    widths = [max(map(len, column), default=0) for column in columns]
+    return [
+        "  ".join(column[row].rjust(width) for column, width in zip(columns, widths)).rstrip()
+        for row in range(len(columns[0]))
+    ]
+
+
+def _table_text(head, labels, columns, column_spans):
+    """The text of a frame: its head line, the table (row labels, then columns) and a dtypes line."""
+    table = [labels]
+    described = []
+    for number, (name, dtype, cells) in enumerate(columns):
+        if len(column_spans) > 1 and number == column_spans[0][1] - column_spans[0][0]:
+            table.append(["..."] * len(labels))
+        table.append([name] + cells)
+        described.append("%s %s" % (name, dtype))
+    elided = ", ..." if len(column_spans) > 1 else ""
+    return "\n".join([head] + _table_lines(table) + ["dtypes: " + ", ".join(described) + elided])
+
+
+def _counted(count, noun):
+    return "%d %s%s" % (count, noun, "" if count == 1 else "s")
+
+
+def _shape_text(shape):
+    return "(%s)" % (", ".join(map(str, shape)) + ("," if len(shape) == 1 else ""))
+
+
+# -- numpy ---------------------------------------------------------------------------------------
+def _render_ndarray(array, label, shown):
+    shape = [int(size) for size in array.shape]
+    dtype = shown.dtype(array.dtype)
+    head = "%s shape=%s dtype=%s" % (label, _shape_text(shape), dtype)
+    info = {"shape": shape, "dtype": dtype}
+    if not shown.numpy_dtype(array.dtype):
+        shown.shortened = True
+        return head + "\n(values of a dtype numpy does not define are not shown)", info
+    if not shape:
+        return head + "\n" + shown.ndarray_items(array.reshape(1), True)[0], info
+    return head + "\n" + _nested_rows(array, 0, shown, [LIBRARY_ARRAY_MAX_ITEMS]), info
+
+
+def _nested_rows(array, depth, shown, budget):
+    """Brackets like numpy's: a few items from each end of every axis, at most budget[0] items in all."""
+    parts = []
+    for number, (start, stop) in enumerate(shown.spans(array.shape[0], LIBRARY_EDGE_ITEMS)):
+        if number:
+            parts.append("...")
+        for index in range(start, stop) if array.ndim > 1 else (None,):
+            if budget[0] <= 0:
+                parts.append("...")
+                shown.shortened = True
+                break
+            if index is None:
+                piece = array[start:stop]
+                budget[0] -= len(piece)
+                parts.extend(shown.ndarray_items(piece, True))
+            else:
+                parts.append(_nested_rows(array[index], depth + 1, shown, budget))
+    separator = ", " if array.ndim == 1 else ",\n" + " " * (depth + 1)
+    return "[" + separator.join(parts) + "]"
+
+
+def _render_numpy_scalar(value, label, shown):
+    return "%s %s" % (label, shown.item(value, True)), {"shape": [], "dtype": shown.dtype(value.dtype)}
+
+
+# -- pandas --------------------------------------------------------------------------------------
+def _pandas_column(frame, position):
+    """(dtype, a function returning the values) of one column: the dtype is known before any value is read."""
+    manager = getattr(frame, "_mgr", None)
+    blocks, numbers = getattr(manager, "blocks", None), getattr(manager, "blknos", None)
+    if blocks is not None and numbers is not None and hasattr(manager, "iget_values"):
+        # The block manager's own lookups: O(1) per column where frame.dtypes is O(columns).
+        return blocks[int(numbers[position])].dtype, lambda: manager.iget_values(position)
+    column = frame.iloc[:, position]
+    return column.dtype, lambda: column.array
+
+
+def _pandas_cells(values, dtype, spans, shown):
+    """Texts of the shown items of a column, series or index: only pandas' and numpy's dtypes are read."""
+    if not shown.known_dtype(dtype):
+        return ["<%s>" % _type_name(type(dtype))] * sum(stop - start for start, stop in spans)
+    asarray = shown.numpy["asarray"]
+    cells = []
+    for start, stop in spans:
+        piece = values[start:stop]
+        if shown.numpy_dtype(dtype) and dtype.kind in "biufcMUS":
+            cells.extend(shown.ndarray_items(asarray(piece), False))
+        else:  # objects, and pandas' own dtypes: the elements as pandas hands them out, shown one by one
+            cells.extend(shown.items(asarray(piece, dtype=object).tolist(), False))
+    return cells
+
+
+def _pandas_labels(index, spans, shown):
+    if type(index) is shown.pandas.get("RangeIndex"):
+        start, step = int(index.start), int(index.step)
+        return [str(start + step * row) for first, stop in spans for row in range(first, stop)]
+    if _LIBRARIES.entry(type(index)) is None:  # an index class of the user's
+        return ["<%s>" % _type_name(type(index))] * sum(stop - start for start, stop in spans)
+    return _pandas_cells(index, index.dtype, spans, shown)
+
+
+def _render_pandas_frame(frame, label, shown):
+    rows, width = (int(size) for size in frame.shape)
+    columns = frame.columns
+    named = _LIBRARIES.entry(type(columns)) is not None and shown.known_dtype(columns.dtype)
+    listed = min(width, VALUE_INFO_MAX_COLUMNS)
+    column_spans = shown.spans(width, LIBRARY_EDGE_COLUMNS)
+    shown_positions = [position for start, stop in column_spans for position in range(start, stop)]
+    names, dtypes = {}, {}
+    for position in sorted(set(range(listed)).union(shown_positions)):
+        names[position] = columns[position] if named else "<column %d>" % position
+        dtypes[position] = _pandas_column(frame, position)
+    info_names = [_info_name(names[position], shown) for position in range(listed)]
+    info = {
+        "shape": [rows, width],
+        "dtypes": {},
+        "columns": info_names,
+        "columns_truncated": width > listed,
+    }
+    for position, name in enumerate(info_names):
+        info["dtypes"].setdefault(name, shown.dtype(dtypes[position][0]))
+    spans = shown.spans(rows, LIBRARY_EDGE_ITEMS)
+    labels = [""] + _gapped(_pandas_labels(frame.index, spans, shown), spans)
+    shown_columns = []
+    for position in shown_positions:
+        dtype, values = dtypes[position]
+        cells = _pandas_cells(values() if shown.known_dtype(dtype) else None, dtype, spans, shown)
+        shown_columns.append((shown.item(names[position], False), shown.dtype(dtype), _gapped(cells, spans)))
+    head = "%s %s × %s" % (label, _counted(rows, "row"), _counted(width, "column"))
+    return _table_text(head, labels, shown_columns, column_spans), info
+
+
+def _info_name(name, shown):
+    """A column name for value_info: a str as it is (bounded), anything else as the preview shows it."""
+    if type(name) is str:
+        return _cut_text(name, VALUE_INFO_NAME_MAX_CHARS)[0]
+    return shown.item(name, False)
+
+
+def _render_pandas_series(series, label, shown):
+    length = int(series.shape[0])
+    dtype = series.dtype
+    spans = shown.spans(length, LIBRARY_EDGE_ITEMS)
+    labels = _gapped(_pandas_labels(series.index, spans, shown), spans)
+    values = series.array if shown.known_dtype(dtype) else None
+    cells = _gapped(_pandas_cells(values, dtype, spans, shown), spans)
+    head = "%s %s, dtype %s" % (label, _counted(length, "value"), shown.dtype(dtype))
+    if series.name is not None:
+        head += ", name " + shown.item(series.name, True)
+    return "\n".join([head] + _table_lines([labels, cells])), {"shape": [length], "dtype": shown.dtype(dtype)}
+
+
+def _render_pandas_index(index, label, shown):
+    length = int(len(index))
+    info = {"shape": [length], "dtype": shown.dtype(index.dtype)}
+    if type(index) is shown.pandas.get("RangeIndex"):
+        return "%s(start=%d, stop=%d, step=%d)" % (label, index.start, index.stop, index.step), info
+    spans = shown.spans(length, LIBRARY_EDGE_ITEMS)
+    cells = _gapped(_pandas_cells(index, index.dtype, spans, shown), spans)
+    return "%s %s, dtype %s: [%s]" % (label, _counted(length, "value"), info["dtype"], ", ".join(cells)), info
+
+
+# -- polars --------------------------------------------------------------------------------------
+# Every polars data type is a polars class (user values live in the Object type), so str(dtype) is
+# polars code; values come out of to_list() as builtins, or as the user's objects for Object columns.
+def _polars_dtype(dtype):
+    return _cut_text(str(dtype), VALUE_INFO_NAME_MAX_CHARS)[0]
+
+
+def _polars_cells(series, spans, shown):
+    cells = []
+    for start, stop in spans:
+        cells.extend(shown.items(series.slice(start, stop - start).to_list(), False))
+    return cells
+
+
+def _render_polars_frame(frame, label, shown):
+    rows, width = (int(size) for size in frame.shape)
+    listed = min(width, VALUE_INFO_MAX_COLUMNS)
+    names = [_cut_text(str.__str__(name), VALUE_INFO_NAME_MAX_CHARS)[0] for name in frame.columns]
+    dtypes = [_polars_dtype(dtype) for dtype in frame.dtypes]
+    info = {
+        "shape": [rows, width],
+        "dtypes": dict(zip(names[:listed], dtypes[:listed])),  # polars refuses duplicate names
+        "columns": names[:listed],
+        "columns_truncated": width > listed,
+    }
+    spans = shown.spans(rows, LIBRARY_EDGE_ITEMS)
+    labels = [""] + _gapped([str(row) for start, stop in spans for row in range(start, stop)], spans)
+    column_spans = shown.spans(width, LIBRARY_EDGE_COLUMNS)
+    shown_columns = [
+        (shown.item(names[position], False), dtypes[position],
+         _gapped(_polars_cells(frame.to_series(position), spans, shown), spans))
+        for start, stop in column_spans
+        for position in range(start, stop)
+    ]
+    head = "%s %s × %s" % (label, _counted(rows, "row"), _counted(width, "column"))
+    return _table_text(head, labels, shown_columns, column_spans), info
+
+
+def _render_polars_series(series, label, shown):
+    length = int(series.len())
+    dtype = _polars_dtype(series.dtype)
+    spans = shown.spans(length, LIBRARY_EDGE_ITEMS)
+    labels = _gapped([str(row) for start, stop in spans for row in range(start, stop)], spans)
+    cells = _gapped(_polars_cells(series, spans, shown), spans)
+    head = "%s %s, dtype %s, name %s" % (label, _counted(length, "value"), dtype, shown.item(series.name, True))
+    return "\n".join([head] + _table_lines([labels, cells])), {"shape": [length], "dtype": dtype}
+
+
+# =====================================================================================================
 # Source history
 #
 # Every cell's source under `<repl:RUN_ID>` and every file run's under its real path, published through
@@ -1202,6 +1707,10 @@ class _SourceRegistry:
         if not lines or not isinstance(lineno, int) or not 0 < lineno <= len(lines):
             return ""
         return lines[lineno - 1].strip()[:SOURCE_LINE_MAX_CHARS]
+
+    def retained(self):
+        """(run id, filename, source text) of every retained run, oldest first."""
+        return [(run_id, entry[0], "".join(entry[1])) for run_id, entry in self._runs.items()]
 
     def history(self):
         return ReplHistory({"run_id": run_id, "lines": len(entry[1])} for run_id, entry in self._runs.items())
@@ -1818,6 +2327,170 @@ def _exit_descriptor(pid):
         return opener(pid)
     except OSError:  # an older kernel, or the child is already reaped
         return None
+
+
+# =====================================================================================================
+# pip_install()
+#
+# Installs go into exactly the interpreter this worker runs, never whichever pip or python comes first
+# on PATH. The command runs through sh(), so it has sh()'s bounded output, process group and job frames.
+# What changed is read from the installed distributions before and after, not parsed from the
+# installer's output, which differs between pip and uv and between their versions.
+# =====================================================================================================
+class InstallError(ShellError):
+    """pip_install() saw the installer fail; .result holds the ShellResult (with .changed, .needs_reset)."""
+
+    def __init__(self, result):
+        super().__init__(result)
+        self.args = ("Install exited with status %d; inspect exception.stderr" % result.returncode,)
+
+
+def pip_install(*requirements, upgrade=False, index_url=None, find_links=None, timeout=PIP_INSTALL_TIMEOUT):
+    """Install requirements into this session's interpreter (sys.executable) and return a ShellResult.
+
+    Uses `uv pip install --python sys.executable` when uv is on PATH, else `sys.executable -m pip
+    install`. With find_links and no index_url no index is asked (--no-index). The result has sh()'s
+    attributes plus .changed ([{name, before, after}] of the distributions installed, upgraded or
+    removed) and .needs_reset (imported top-level modules of those distributions: they keep their old
+    code until execute_python(reset=True)). A failed install raises InstallError (a ShellError).
+    """
+    options = _install_options(requirements, upgrade, index_url, find_links)
+    command = _installer_command() + options
+    before = _installed_distributions()
+    imported_before = _imported_distributions()
+    import shlex
+
+    try:
+        result = sh(shlex.join(command), check=False, timeout=timeout)
+    finally:
+        import importlib
+
+        importlib.invalidate_caches()  # what was just installed can be imported without a reset
+    after = _installed_distributions()
+    changed = []
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old != new:
+            name = (new or old)[0]
+            changed.append({"name": name, "before": old and old[1], "after": new and new[1]})
+    keys = {_canonical_name(entry["name"]) for entry in changed}
+    imported = _imported_distributions()
+    needs_reset = sorted(
+        module for mapping in (imported_before, imported) for module, owners in mapping.items() if owners & keys
+    )
+    result.changed = changed
+    result.needs_reset = sorted(set(needs_reset))
+    if not result.ok:
+        raise InstallError(result)
+    return result
+
+
+def _install_options(requirements, upgrade, index_url, find_links):
+    if not requirements:
+        raise TypeError("pip_install() needs at least one requirement, e.g. pip_install('requests')")
+    for requirement in requirements:
+        if type(requirement) is not str or not requirement.strip():
+            raise TypeError("pip_install() requirements must be non-empty strings")
+        if requirement.lstrip().startswith("-"):
+            raise ValueError(
+                "pip_install() requirement %r looks like an option; use upgrade=, index_url= or find_links="
+                % requirement
+            )
+    if type(upgrade) is not bool:
+        raise TypeError("pip_install() upgrade must be True or False")
+    if index_url is not None and (type(index_url) is not str or not index_url):
+        raise TypeError("pip_install() index_url must be a URL string or None")
+    if find_links is None:
+        links = []
+    elif isinstance(find_links, (str, os.PathLike)):
+        links = [find_links]
+    elif isinstance(find_links, (list, tuple)):
+        links = list(find_links)
+    else:
+        raise TypeError("pip_install() find_links must be a path, a URL or a list of them")
+    options = ["--upgrade"] if upgrade else []
+    if index_url is not None:
+        options += ["--index-url", index_url]
+    for link in links:
+        link = os.fspath(link)
+        if type(link) is not str or not link:
+            raise TypeError("pip_install() find_links entries must be non-empty paths or URLs")
+        options += ["--find-links", link if "://" in link else os.path.abspath(os.path.expanduser(link))]
+    if links and index_url is None:
+        options.append("--no-index")  # an offline install must not wait on a network
+    return options + list(requirements)
+
+
+def _installer_command():
+    """The command that installs into sys.executable, or a RuntimeError saying why it cannot be."""
+    python = sys.executable
+    advice = (
+        "Use a project environment instead: `%s -m venv .venv` in the project, then open a session on "
+        "it (python_session_open picks up the project's .venv, or pass python='.venv/bin/python'; the "
+        "server's --python flag does the same for the default session) and call pip_install() there."
+        % (python or "python3")
+    )
+    if not python:
+        raise RuntimeError("Cannot install: this interpreter does not know its own executable (sys.executable is empty)")
+    marker = _externally_managed()
+    if marker is not None:
+        raise RuntimeError(
+            "Cannot install into %s: it is an externally managed system Python (%s, PEP 668); nothing was "
+            "installed. %s" % (python, marker, advice)
+        )
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv is not None:
+        return [uv, "pip", "install", "--python", python]
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is None:
+        raise RuntimeError(
+            "Cannot install into %s: it has no pip and uv is not on PATH; nothing was installed. Run `%s -m "
+            "ensurepip` or put uv on PATH. %s" % (python, python, advice)
+        )
+    return [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
+
+
+def _externally_managed():
+    """The EXTERNALLY-MANAGED marker of a system Python (PEP 668), or None (a virtual environment has none)."""
+    if sys.prefix != sys.base_prefix:
+        return None
+    import sysconfig
+
+    marker = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+    return marker if os.path.isfile(marker) else None
+
+
+def _canonical_name(name):
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _installed_distributions():
+    """{canonical name: (name, version)} of what this interpreter's path holds now."""
+    import importlib.metadata
+
+    found = {}
+    for distribution in importlib.metadata.distributions():
+        name = distribution.metadata["Name"]
+        if name:
+            found.setdefault(_canonical_name(name), (name, distribution.version))
+    return found
+
+
+def _imported_distributions():
+    """{imported top-level module: canonical names of the distributions that provide it}."""
+    import importlib.metadata
+
+    owners = importlib.metadata.packages_distributions()
+    return {
+        module: {_canonical_name(name) for name in owners[module]}
+        for module in list(sys.modules)
+        if "." not in module and module in owners
+    }
 
 
 # =====================================================================================================
@@ -2473,6 +3146,16 @@ def _make_helpers(namespace, sources):
         """Names, types and lengths of the namespace's variables; no values, no user hooks."""
         return _namespace_inventory(namespace)
 
+    def export_notebook(path, *, overwrite=False):
+        """Write this session's retained runs (oldest first, without this cell) as a notebook.
+
+        A path ending in .ipynb gets an nbformat 4 notebook with each run's outputs; one ending in .py a
+        percent-format script (`# %%` cells) with failures noted in comments. A relative path is taken
+        from the current directory; an existing file raises FileExistsError unless overwrite=True. The
+        file is written atomically. Returns {path, format, cells, missing}.
+        """
+        return _export_notebook(sources, path, overwrite)
+
     helpers = {
         "sh": sh,
         "checkpoint": checkpoint,
@@ -2480,12 +3163,14 @@ def _make_helpers(namespace, sources):
         "repl_history": repl_history,
         "repl_source": repl_source,
         "repl_namespace": repl_namespace,
+        "export_notebook": export_notebook,
     }
     for name, function in helpers.items():
         function.__qualname__ = name
     helpers["mcp"] = _Mcp()
     helpers.update(ARTIFACT_HELPERS)
     helpers["display"] = display
+    helpers["pip_install"] = pip_install
     return helpers
 
 
@@ -2550,6 +3235,7 @@ class _Displays:
             return
         self._count += 1
         self._send(mime, payload)
+        _NOTEBOOK.add_display(self._run_id, mime, payload)
 
     def show_open_figures(self, pyplot):
         for number in pyplot.get_fignums():
@@ -2655,6 +3341,269 @@ def _patch_pyplot(pyplot):
     show.__wrapped__ = original
     show.__doc__ = original.__doc__
     pyplot.show = show
+
+
+# =====================================================================================================
+# Notebook export
+#
+# What each run showed is kept beside its source, so the session can be written out as a notebook:
+# its stdout and stderr (as captured, already bounded), its preview or error, and its displays. The
+# source history decides which runs are retained; outputs have a byte budget of their own, and the
+# oldest runs lose theirs first. export_notebook() writes an nbformat 4 notebook or a percent-format
+# script, never dropping a run silently: what is missing is said at the top.
+# =====================================================================================================
+class _RunRecord:
+    __slots__ = ("number", "outputs", "failure", "weight")
+
+    def __init__(self, number, outputs, failure):
+        self.number = number  # the run's place among the runs this worker finished, from 1
+        # (kind, first, second) in the order shown: ("stream", name, text), ("display", mime, data),
+        # ("result", preview, None), ("error", (ename, evalue), traceback text); None once dropped.
+        self.outputs = outputs
+        self.failure = failure  # "TypeName: message" of a failed run, else None
+        # The characters it holds: what the output budget counts.
+        self.weight = sum(len(first if kind == "result" else second) for kind, first, second in outputs)
+
+
+class _Notebook:
+    def __init__(self):
+        self._records = collections.OrderedDict()  # run id -> _RunRecord, oldest first
+        self._weight = 0
+        self.finished = 0  # runs this worker finished (inventories are not runs)
+        self._displays = []  # (run id, output) of the active run
+        self._display_weight = 0
+
+    def add_display(self, run_id, mime, payload):
+        """Keep what a run displayed (a failure here must not fail display())."""
+        try:
+            if mime.startswith("image/") and mime != "image/svg+xml":
+                data = binascii.b2a_base64(payload, newline=False).decode("ascii")
+            else:
+                data = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+            if self._display_weight + len(data) > NOTEBOOK_OUTPUTS_MAX_BYTES:
+                mime, data = "text/plain", "[a %s display of %d bytes was not kept]" % (mime, len(payload))
+            self._display_weight += len(data)
+            self._displays.append((run_id, ("display", mime, data)))
+        except Exception as exc:
+            _note("display not kept for the notebook: %r" % exc)
+
+    def failure_of(self, exc):
+        """(ename, evalue) of a failed run, read before the run's exception is let go."""
+        if exc is None:
+            return None
+        if _is_interruption(exc):
+            return "KeyboardInterrupt", "Execution interrupted"
+        return _type_name(type(exc)), _exception_message(exc)[:MESSAGE_MAX_CHARS]
+
+    def finish(self, run_id, result, failure):
+        """Keep a finished run's outputs; a failure here is noted, and the run's result still goes out."""
+        try:
+            self._finish(run_id, result, failure)
+        except Exception as exc:
+            _note("outputs of run %s not kept for the notebook: %r" % (run_id, exc))
+        finally:
+            self._displays, self._display_weight = [], 0
+
+    def _finish(self, run_id, result, failure):
+        self.finished += 1
+        outputs = []
+        for stream in STREAM_NAMES:
+            text = result.get(stream) or ""
+            if result["truncated"].get(stream):
+                text += "\n[%s was cut to %d bytes]\n" % (stream, STREAM_BUDGET_BYTES)
+            if text:
+                outputs.append(("stream", stream, text))
+        outputs += [output for owner, output in self._displays if owner == run_id]
+        error, summary = result.get("error"), None
+        if error is not None:
+            ename, evalue = failure or ("Error", error.rsplit("\n", 1)[-1])
+            outputs.append(("error", (ename, evalue), error))
+            summary = "%s: %s" % (ename, evalue) if evalue else ename
+        elif result.get("return_value") is not None:
+            outputs.append(("result", result["return_value"], None))
+        record = _RunRecord(self.finished, outputs, summary)
+        old = self._records.pop(run_id, None)
+        if old is not None:
+            self._drop(old)
+        self._records[run_id] = record
+        self._weight += record.weight
+        while len(self._records) > HISTORY_MAX_RUNS:
+            self._drop(self._records.popitem(last=False)[1])
+        for kept in self._records.values():
+            if self._weight <= NOTEBOOK_OUTPUTS_MAX_BYTES:
+                break
+            if kept.outputs is not None:
+                self._drop(kept)
+
+    def _drop(self, record):
+        self._weight -= record.weight
+        record.outputs, record.weight = None, 0
+
+    def record(self, run_id):
+        return self._records.get(run_id)
+
+
+def _nbformat_output(output, number):
+    kind, first, second = output
+    if kind == "stream":
+        return {"output_type": "stream", "name": first, "text": second.splitlines(True)}
+    if kind == "display":
+        data = second if first.startswith("image/") and first != "image/svg+xml" else second.splitlines(True)
+        return {"output_type": "display_data", "data": {first: data}, "metadata": {}}
+    if kind == "result":
+        return {
+            "output_type": "execute_result",
+            "execution_count": number,
+            "data": {"text/plain": first.splitlines(True)},
+            "metadata": {},
+        }
+    return {"output_type": "error", "ename": first[0], "evalue": first[1], "traceback": second.splitlines()}
+
+
+_NOTEBOOK = _Notebook()
+_NOTEBOOK_FORMATS = {".ipynb": "ipynb", ".py": "py"}
+
+
+def _export_notebook(sources, path, overwrite):
+    if type(overwrite) is not bool:
+        raise TypeError("export_notebook() overwrite must be True or False")
+    target = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    kind = _NOTEBOOK_FORMATS.get(os.path.splitext(target)[1].lower())
+    if kind is None:
+        raise ValueError("export_notebook() writes a .ipynb notebook or a .py percent script, not %r" % target)
+    if not overwrite and os.path.lexists(target):
+        raise FileExistsError("%s exists; pass overwrite=True to replace it" % target)
+    current = _RUN_ID.get()
+    runs = []
+    for run_id, filename, source in sources.retained():
+        record = _NOTEBOOK.record(run_id)
+        if run_id != current and run_id != _ActiveRun.id and record is not None:
+            runs.append((run_id, filename, source, record))
+    missing = _NOTEBOOK.finished - len(runs)
+    dropped = sum(1 for run in runs if run[3].outputs is None)
+    notes = _missing_notes(missing, dropped)
+    document = _ipynb_document(runs, notes) if kind == "ipynb" else _percent_script(runs, notes)
+    _write_document(target, _utf8(document), overwrite)
+    return {"path": target, "format": kind, "cells": len(runs), "missing": missing}
+
+
+def _missing_notes(missing, dropped):
+    notes = []
+    if missing:
+        notes.append(
+            "%d earlier run%s of this session %s not here: %s source fell out of the session's history "
+            "(the last %d runs, 1 MiB of source), or never ran (a file that could not be read)."
+            % (missing, "" if missing == 1 else "s", "is" if missing == 1 else "are",
+               "its" if missing == 1 else "their", HISTORY_MAX_RUNS)
+        )
+    if dropped:
+        notes.append(
+            "%d run%s here kept no outputs: the session keeps %d MiB of outputs, the oldest runs' go first."
+            % (dropped, "" if dropped == 1 else "s", NOTEBOOK_OUTPUTS_MAX_BYTES // 1_048_576)
+        )
+    return notes
+
+
+def _cell_source(filename, source):
+    if not filename.startswith(REPL_FILENAME_PREFIX):
+        source = "# python_execute_file: %s\n%s" % (filename, source)
+    return source
+
+
+def _ipynb_document(runs, notes):
+    cells = []
+    if notes:
+        cells.append({"cell_type": "markdown", "id": "repl-mcp-missing-runs", "metadata": {}, "source": " ".join(notes)})
+    for run_id, filename, source, record in runs:
+        cells.append({
+            "cell_type": "code",
+            "id": run_id,
+            "execution_count": record.number,
+            "metadata": {},
+            "source": _cell_source(filename, source).splitlines(True),
+            "outputs": [_nbformat_output(output, record.number) for output in record.outputs or ()],
+        })
+    notebook = {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {
+                "name": "python",
+                "version": "%d.%d.%d" % sys.version_info[:3],
+                "mimetype": "text/x-python",
+                "file_extension": ".py",
+                "codemirror_mode": {"name": "ipython", "version": 3},
+                "pygments_lexer": "ipython3",
+                "nbconvert_exporter": "python",
+            },
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(notebook, ensure_ascii=False, indent=1) + "\n"
+
+
+def _percent_script(runs, notes):
+    lines = ["# Exported by repl-mcp from a Python %d.%d.%d session." % sys.version_info[:3]]
+    lines += ["# " + note for note in notes]
+    for run_id, filename, source, record in runs:
+        lines.append("")
+        lines.append("# %%")
+        lines.append(_cell_source(filename, source).rstrip("\n"))
+        if record.failure is not None:
+            failure = " ".join(record.failure.split())[:SOURCE_LINE_MAX_CHARS]
+            lines.append("# Failed: " + failure)
+    return "\n".join(lines) + "\n"
+
+
+def _write_document(target, data, overwrite):
+    """Atomically write a user's file: temp file beside it, fsync, then rename (or link, to never replace)."""
+    temporary = "%s.%s.part" % (target, os.urandom(8).hex())
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if overwrite:
+            os.replace(temporary, target)
+        else:
+            _place_new(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(os.path.dirname(target))
+
+
+def _place_new(temporary, target):
+    """Give the written file its name unless that name exists, without a moment where it could be lost."""
+    try:
+        os.link(temporary, target)  # fails if target exists, even one made a moment ago
+    except FileExistsError:
+        raise FileExistsError("%s exists; pass overwrite=True to replace it" % target) from None
+    except OSError:  # a file system without hard links
+        if os.path.lexists(target):
+            raise FileExistsError("%s exists; pass overwrite=True to replace it" % target) from None
+        os.rename(temporary, target)
+        return
+    os.unlink(temporary)
+
+
+def _fsync_directory(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 # =====================================================================================================
@@ -2854,13 +3803,18 @@ class _Session:
             if error_cut:
                 truncated["error"] = True
         elif outcome.value is not None and fatal is None:
-            preview, has_value, value, truncated["return"] = _preview(outcome.value)
-            result["return_value"] = preview
-            if has_value:
-                result["value"] = value
-            elif truncated["return"] and _keeps_whole(type(outcome.value)):
-                self._attach_artifact(result, outcome.value, context)
+            library = _library_preview(outcome.value)
+            if library is not None:
+                result["return_value"], result["value_info"], truncated["return"] = library
+            else:
+                preview, has_value, value, truncated["return"] = _preview(outcome.value)
+                result["return_value"] = preview
+                if has_value:
+                    result["value"] = value
+                elif truncated["return"] and _keeps_whole(type(outcome.value)):
+                    self._attach_artifact(result, outcome.value, context)
         exit_code = outcome.exit_code
+        failure = _NOTEBOOK.failure_of(outcome.error)
         outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
         result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
         if exit_code is not None:
@@ -2870,6 +3824,7 @@ class _Session:
         if fatal is not None:
             result.update(success=False, error=fatal, state="cleared", fatal=True)
         self._install_helpers()
+        _NOTEBOOK.finish(run_id, result, failure)
         self._send_result(run_id, result)
         return fatal is not None
 
@@ -2998,6 +3953,7 @@ class _Session:
             "state": "preserved",
             "interrupted": isinstance(exc, KeyboardInterrupt),
         }
+        _NOTEBOOK.finish(run_id, result, None)
         self._send_result(run_id, result)
 
     def _describe_failure(self, run_id, exc):

@@ -1,6 +1,7 @@
 // Builds the release assets users download: one standalone binary per supported platform, each also
 // packed as a deterministic .tar.gz holding a single `repl-mcp` executable, plus install.sh and a
-// SHA256SUMS file covering every asset.
+// SHA256SUMS file covering every asset; and, in npm/, the npm packages for `npx -y repl-mcp`
+// (release/npm.ts), which are published to the registry rather than attached to the release.
 //
 //   bun run release/release.ts                       # all platforms into dist/release/
 //   bun run release/release.ts --targets linux-x64   # a subset
@@ -9,22 +10,15 @@
 // Cross-compiling uses Bun's own runtime for the target platform. For any target other than the
 // host, Bun fetches that runtime from the npm registry (package @oven/bun-<os>-<cpu>) the first time
 // and caches it under ~/.bun/install/cache (or $BUN_INSTALL_CACHE_DIR); later builds are offline.
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import pkg from "../package.json" with { type: "json" };
 import { checksumFile, packExecutable, sha256Hex } from "./archive.ts";
 import { compile, PRODUCT_ENTRY, recordProductProfile } from "./build.ts";
+import { publishedInstaller } from "./installer.ts";
+import { type NpmPackage, packNpmPackages } from "./npm.ts";
 
 const root = resolve(dirname(new URL(import.meta.url).pathname), "..");
 
@@ -37,7 +31,6 @@ export const binaryAssetName = (target: ReleaseTarget): string => `repl-mcp-${ta
 export const archiveAssetName = (target: ReleaseTarget): string => `${binaryAssetName(target)}.tar.gz`;
 export const CHECKSUMS_NAME = "SHA256SUMS";
 export const INSTALLER_NAME = "install.sh";
-export const INSTALLER_SOURCE = join(root, "release", INSTALLER_NAME);
 export const DEFAULT_OUTDIR = join(root, "dist", "release");
 
 export interface ReleaseAsset {
@@ -54,6 +47,8 @@ export interface ReleaseResult {
   /** Every published file except SHA256SUMS itself, sorted by name. */
   assets: ReleaseAsset[];
   checksumsPath: string;
+  /** The npm packages in <outdir>/npm/, in publishing order (platform packages, then repl-mcp). */
+  npmPackages: NpmPackage[];
   seconds: number;
 }
 
@@ -114,7 +109,7 @@ function defaultMtime(): number {
   return Number(epoch);
 }
 
-const OWN_FILE = /^(repl-mcp-(linux|darwin)-(x64|arm64)(\.tar\.gz)?|SHA256SUMS|install\.sh|\.build-.*)$/;
+const OWN_FILE = /^(repl-mcp-(linux|darwin)-(x64|arm64)(\.tar\.gz)?|SHA256SUMS|install\.sh|npm|\.build-.*)$/;
 
 /** Removes assets of an earlier run so SHA256SUMS and the upload match exactly this build. */
 function clearOldAssets(outdir: string): void {
@@ -177,6 +172,7 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
 
   const assets: ReleaseAsset[] = [];
   const packing: Promise<void>[] = [];
+  let npmPackages: NpmPackage[] = [];
   // One profile of a host build lays out the bytecode of every target (release/profile.ts).
   const profileDir = mkdtempSync(join(tmpdir(), "repl-mcp-release-profile-"));
   try {
@@ -222,6 +218,9 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
       );
     }
     await Promise.all(packing);
+    log("packing the npm packages");
+    const binaries = new Map(targets.map((target) => [target, join(outdir, binaryAssetName(target))]));
+    npmPackages = await packNpmPackages({ version, targets, binaries, outdir, workdir: profileDir });
   } catch (error) {
     // Leave no half-built release behind that could be mistaken for a complete one.
     await Promise.allSettled(packing);
@@ -232,7 +231,7 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
   }
 
   const installer = join(outdir, INSTALLER_NAME);
-  copyFileSync(INSTALLER_SOURCE, installer);
+  writeFileSync(installer, publishedInstaller(), { mode: 0o644 });
   const installerData = await Bun.file(installer).bytes();
   assets.push({
     name: INSTALLER_NAME,
@@ -244,7 +243,8 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
   assets.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const checksumsPath = join(outdir, CHECKSUMS_NAME);
   writeFileSync(checksumsPath, checksumFile(assets));
-  return { version, outdir, targets, assets, checksumsPath, seconds: (performance.now() - started) / 1000 };
+  const seconds = (performance.now() - started) / 1000;
+  return { version, outdir, targets, assets, checksumsPath, npmPackages, seconds };
 }
 
 const USAGE = `Usage: bun run release/release.ts [--targets LIST] [--outdir DIR]
@@ -280,6 +280,7 @@ if (import.meta.main) {
     });
     for (const asset of result.assets)
       console.log(`${asset.name.padEnd(32)} ${mib(asset.size).padStart(10)}`);
+    for (const npm of result.npmPackages) console.log(`${npm.name.padEnd(32)} ${npm.path}`);
     console.log(`${CHECKSUMS_NAME} written to ${result.checksumsPath} (${result.seconds.toFixed(1)} s)`);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);

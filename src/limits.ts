@@ -43,6 +43,8 @@ export const NATIVE_STDERR_MAX_BYTES = 65_536;
 export const RETURN_PREVIEW_MAX_BYTES = 20_000;
 /** An error message or traceback summary (enforced by worker.py). */
 export const ERROR_TEXT_MAX_BYTES = 20_000;
+/** Columns a value_info names (and gives dtypes for): a wide frame still makes a small result (worker.py). */
+export const VALUE_INFO_COLUMNS_MAX = 50;
 
 // Runs
 /** A run's timeout range and default, in seconds (the same range bounds mcp.call timeouts). */
@@ -262,3 +264,7 @@ export const HTTP_TOKEN_MIN_CHARS = 16;
 export const HTTP_TOKEN_FILE_MAX_BYTES = 4_096;
 /** Seconds Bun may keep a connection with no traffic before an MCP request has been authenticated. */
 export const HTTP_UNAUTHENTICATED_IDLE_SECONDS = 30;
+/** Random bytes in a token the server makes for itself (printed as twice as many hex digits). */
+export const HTTP_GENERATED_TOKEN_BYTES = 32;
+/** An authenticated request body must have arrived whole within this; a slower one gets 408. */
+export const HTTP_BODY_READ_TIMEOUT_MS = 30_000;

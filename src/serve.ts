@@ -80,16 +80,19 @@ export async function serve(options: ServeOptions): Promise<void> {
 /** Listens until a signal; a refusal (no safe token, port taken) ends the process with status 2. */
 async function startHttp(sessions: Sessions, http: HttpOptions, maxMemoryMib: number) {
   // Loaded on demand: a stdio server never pages in the HTTP transport (nor node:crypto with it).
-  const [{ serveHttp }, { loadToken, StartupError, TOKEN_ENV }] = await Promise.all([
-    import("./server/http/serve.ts"),
-    import("./server/http/token.ts"),
-  ]);
+  const [{ serveHttp }, { chooseToken, noAuthWarning, publishToken, StartupError, TOKEN_ENV }] =
+    await Promise.all([import("./server/http/serve.ts"), import("./server/http/token.ts")]);
   try {
-    const token = loadToken(http.authTokenFile, process.env[TOKEN_ENV]);
+    const { token, generated } = chooseToken(http, process.env[TOKEN_ENV]);
     const server = serveHttp(sessions, { ...http, token, maxMemoryMib });
-    // The one line a launcher or a user needs; stdout stays empty.
-    process.stderr.write(`repl-mcp: serving MCP over HTTP at ${server.url}\n`);
-    return server.close;
+    const published = generated ? publishToken(token as string, server.url) : undefined;
+    if (http.noAuth) process.stderr.write(noAuthWarning());
+    // The URL line comes last: a launcher that waits for it has everything else by then. stdout stays empty.
+    process.stderr.write(`${published?.notice ?? ""}repl-mcp: serving MCP over HTTP at ${server.url}\n`);
+    return async () => {
+      published?.remove();
+      await server.close();
+    };
   } catch (error) {
     if (!(error instanceof StartupError)) throw error;
     process.stderr.write(`repl-mcp: error: ${error.message}\n`);

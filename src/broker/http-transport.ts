@@ -7,6 +7,7 @@ import { sizeText } from "../text/size.ts";
 import type { HttpEntry } from "./config.ts";
 import type { TokenSource } from "./oauth/grants.ts";
 import { PeerFault } from "./peer-fault.ts";
+import { redirectHost } from "./redirect.ts";
 
 function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableStream<Uint8Array> {
   let count = 0;
@@ -36,17 +37,6 @@ function bounded(body: ReadableStream<Uint8Array>, perEvent: boolean): ReadableS
       },
     }),
   );
-}
-
-/** Where a redirect pointed, host (and port) only: a path or query may carry credentials. */
-function redirectHost(response: Response, input: string | URL | Request): string {
-  const location = response.headers.get("location");
-  const base = input instanceof Request ? input.url : String(input);
-  try {
-    return location ? new URL(location, base).host || "an unnamed host" : "an unnamed location";
-  } catch {
-    return "an unreadable location";
-  }
 }
 
 /** One request, redirects refused and the body bounded; a 401 is returned for the caller to judge. */

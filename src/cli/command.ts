@@ -53,7 +53,15 @@ function parse(raw: string[], flags: Record<string, Flag>): Record<string, unkno
   );
   // The parser's result is a proxy that also answers camelCase names; a plain copy is easier to extend.
   const parsed = { ...(parseArgs(raw, table as Parameters<typeof parseArgs>[1]) as Record<string, unknown>) };
-  const known = new Set(["_", "autoconnect", ...Object.keys(flags).flatMap((name) => [name, camel(name)])]);
+  // citty reads `--no-x` as x = false (and `--x` as x = true): only the negative form is a flag here.
+  for (const name of Object.keys(flags)) {
+    const positive = name.startsWith("no-") ? name.slice(3) : undefined;
+    if (positive === undefined || parsed[positive] === undefined) continue;
+    if (parsed[positive] === false) parsed[name] = true;
+    else throw new UsageError(`unknown option --${positive}; did you mean --${name}?`);
+    delete parsed[positive];
+  }
+  const known = new Set(["_", ...Object.keys(flags).flatMap((name) => [name, camel(name)])]);
   const unknown = Object.keys(parsed).find((key) => !known.has(key));
   if (unknown !== undefined) {
     const dashes = unknown.length === 1 ? "-" : "--";

@@ -57,8 +57,13 @@ export const SERVE_FLAGS = {
   },
   "auth-token-file": {
     type: "string",
-    description: "http: file (mode 0600) holding the bearer token clients must send",
+    description:
+      "http: file (mode 0600) holding the bearer token clients must send; without it or $REPL_MCP_HTTP_TOKEN, each start makes a token and prints where it is",
     valueHint: "path",
+  },
+  "no-auth": {
+    type: "boolean",
+    description: "http, loopback only: require no token (then any local user can run code as you)",
   },
   "allowed-origin": {
     type: "string",
@@ -116,7 +121,12 @@ export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["REPL_MCP_PYTHON", "default interpreter, as --python"],
   ["REPL_MCP_NO_BRIDGE=1", "disable the broker (set for workers and stdio peers, so brokers never nest)"],
   ["REPL_MCP_LOG_LEVEL", "default for --log-level"],
-  ["REPL_MCP_HTTP_TOKEN", "with --transport http: the bearer token, instead of --auth-token-file"],
+  [
+    "REPL_MCP_HTTP_TOKEN",
+    "with --transport http: the bearer token, instead of --auth-token-file (never passed to children)",
+  ],
+  ["XDG_RUNTIME_DIR", "with --transport http: where a generated token is kept (else the cache directory)"],
+  ["XDG_CACHE_HOME", "the worker's cache directory (default ~/.cache/repl-mcp)"],
   ["HOME", "needed for the user and local registry scopes (~/.claude.json)"],
   ["TMPDIR", "where artifact files are created"],
   ["NO_COLOR, FORCE_COLOR", "colour in --help and doctor output (by default only on a terminal)"],

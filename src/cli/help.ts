@@ -54,6 +54,8 @@ export function serveHelp(stream: { isTTY?: boolean }): string {
     ...example.split("\n").map((line) => `  ${line}`),
     "",
     `Claude Code: claude mcp add ${NAME} -- ${binaryPath()}`,
+    "Over HTTP with no token given, each start makes one and prints where it is and the",
+    "claude mcp add --transport http ... --header command that passes it.",
     `Run '${NAME} doctor' to see what the server would do in this directory.`,
     "",
   ].join("\n");

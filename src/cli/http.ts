@@ -7,13 +7,15 @@ export interface HttpOptions {
   host: string;
   port: number;
   authTokenFile: string | undefined;
+  /** --no-auth: serve loopback without a token. */
+  noAuth: boolean;
   allowedOrigins: string[];
   allowedHosts: string[];
   idleTimeoutS: number;
 }
 
 // --idle-timeout-s has a default, so it cannot be told apart from an absent flag: it is not listed.
-const HTTP_ONLY = ["host", "port", "auth-token-file", "allowed-origin", "allowed-host"] as const;
+const HTTP_ONLY = ["host", "port", "auth-token-file", "no-auth", "allowed-origin", "allowed-host"] as const;
 
 /** Undefined for stdio; `fail` reports a usage mistake. */
 export function httpOptions(parsed: Record<string, unknown>, fail: (message: string) => never) {
@@ -34,6 +36,7 @@ export function httpOptions(parsed: Record<string, unknown>, fail: (message: str
     host: String(parsed.host ?? "127.0.0.1"),
     port: Number(port),
     authTokenFile: parsed["auth-token-file"] as string | undefined,
+    noAuth: parsed["no-auth"] === true,
     allowedOrigins: commaList(parsed["allowed-origin"]),
     allowedHosts: commaList(parsed["allowed-host"]),
     idleTimeoutS: Number(idle),

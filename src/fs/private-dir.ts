@@ -1,5 +1,6 @@
-// A directory for private files (OAuth credentials, the journal): created 0700 when missing; an
-// existing one must be a real directory that group and others cannot enter.
+// A directory for private files (OAuth credentials, the journal, the worker cache, a generated HTTP
+// token): created 0700 when missing; an existing one must be a real directory of ours that group and
+// others cannot enter, since whoever can write into it can replace what we later read from it.
 import { lstatSync, mkdirSync } from "node:fs";
 import { PrivateFileError } from "./private-file.ts";
 
@@ -14,6 +15,9 @@ export function ensurePrivateDirectory(path: string, label: string): void {
   }
   if (!stat?.isDirectory()) {
     throw new PrivateFileError("not_regular", `${label} must be a real directory, not a file or a link`);
+  }
+  if (typeof process.geteuid === "function" && stat.uid !== process.geteuid()) {
+    throw new PrivateFileError("foreign_owner", `${label} must be owned by the user running repl-mcp`);
   }
   if ((stat.mode & 0o077) !== 0) {
     throw new PrivateFileError("public_mode", `${label} must have permissions 0700`);

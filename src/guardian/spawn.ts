@@ -8,6 +8,7 @@ import { FRAME_MAX_BYTES, GUARDIAN_CONTROL_WRITE_TIMEOUT_MS } from "../limits.ts
 import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
 import { decodeLine, readLines } from "../wire/lines.ts";
+import { inheritableEnv } from "./env.ts";
 import { GUARDIAN_FLAG } from "./flag.ts";
 import { signalGroup } from "./kill.ts";
 import { GuardianEvent, type SpawnSpec } from "./protocol.ts";
@@ -52,7 +53,7 @@ export class GuardedProcess {
     const proc = Bun.spawn(guardianCommand(), {
       stdio: ["pipe", "pipe", options.stderr, "pipe", "pipe"],
       detached: true,
-      env: { ...process.env, ...GUARDIAN_ENV },
+      env: { ...inheritableEnv(), ...GUARDIAN_ENV },
     });
     this.pgid = proc.pid;
     this.stdin = proc.stdin;

@@ -2,6 +2,7 @@
 // rest of the supervisor works with typed values.
 import * as v from "valibot";
 import { ArtifactReference } from "../artifacts/reference.ts";
+import { VALUE_INFO_COLUMNS_MAX } from "../limits.ts";
 
 export const ReadyFrame = v.object({
   type: v.literal("ready"),
@@ -28,12 +29,34 @@ export const Truncated = v.object({
   error: v.optional(v.boolean()),
 });
 
+/**
+ * What a library preview saw of a numpy, pandas or polars value: its class, shape and dtype, or for a
+ * frame the dtype of each of its first columns (docs/worker-protocol.md, "Safe previews").
+ */
+export const ValueInfo = v.object({
+  /** The library's own class, module-qualified: `pandas.DataFrame`, `numpy.ndarray`, `numpy.float64`. */
+  type: v.string(),
+  /** `[]` for a scalar. */
+  shape: v.array(v.pipe(v.number(), v.integer(), v.minValue(0))),
+  /** Arrays, series, indexes and scalars. */
+  dtype: v.optional(v.string()),
+  /** Frames: column name → dtype, for the columns `columns` lists. */
+  dtypes: v.optional(v.record(v.string(), v.string())),
+  /** Frames: the first column names, as strings. */
+  columns: v.optional(v.pipe(v.array(v.string()), v.maxLength(VALUE_INFO_COLUMNS_MAX))),
+  /** Frames: true when the frame has more columns than `columns` lists. */
+  columns_truncated: v.optional(v.boolean()),
+});
+export type ValueInfo = v.InferOutput<typeof ValueInfo>;
+
 export const WorkerResult = v.object({
   success: v.boolean(),
   stdout: v.string(),
   stderr: v.string(),
   return_value: v.nullable(v.string()),
   value: v.optional(v.unknown()),
+  /** Set for numpy, pandas and polars values, whose return_value is a preview of our own. */
+  value_info: v.optional(ValueInfo),
   /** The whole trailing value, kept as an artifact because its preview was shortened. */
   artifact: v.optional(ArtifactReference),
   artifact_error: v.optional(v.string()),

@@ -1,45 +1,74 @@
 // Python cannot open a path inside the binary's virtual filesystem, so the embedded worker is written
-// once to a private, content-addressed cache file and run from there.
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+// once to a private, content-addressed cache file and run from there. Whoever can write into that cache
+// runs code as the user at the next worker start, so the directory must be ours, 0700 and not a link
+// (else this server uses a private temporary one), and the compiled code is checked against its hash.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import WORKER_FILE from "../../worker.py" with { type: "file" };
 import { writePrivateFileAtomic } from "../fs/atomic.ts";
+import { ensurePrivateDirectory } from "../fs/private-dir.ts";
+import { PrivateFileError } from "../fs/private-file.ts";
+import { cacheDirectory } from "../fs/user-dirs.ts";
+import { log } from "../log.ts";
 
 /**
  * Runs the file named by argv[1] as the main program, leaving sys.path[0] as for `python -c`. The
  * compiled code is kept beside the private source copy, per interpreter version (`cache_tag`), because
- * compiling the worker on every start costs more than the rest of its start-up. Any problem with the
- * cache just means compiling again.
+ * compiling the worker on every start costs more than the rest of its start-up. The code file is the
+ * SHA-256 of the marshalled code, then that code: one that does not match (torn, stale, planted) is
+ * never loaded, and any problem with the cache just means compiling again. `_sha2` (3.12+) and
+ * `_sha256` are hashlib's own C modules, imported without the milliseconds hashlib itself costs.
  */
 export const BOOTSTRAP = [
   "import sys, os, marshal",
+  "try:",
+  "    from _sha2 import sha256 as __h",
+  "except ImportError:",
+  "    try:",
+  "        from _sha256 import sha256 as __h",
+  "    except ImportError:",
+  "        from hashlib import sha256 as __h",
   "__p = sys.argv.pop(1)",
+  "__b = b''",
   "__k = __p[:-3] + '.' + (sys.implementation.cache_tag or 'none') + '.code'",
   "try:",
   "    with open(__k, 'rb') as __f:",
-  "        __c = marshal.load(__f)",
+  "        __b = __f.read()",
+  "    if __h(__b[32:]).digest() != __b[:32]:",
+  "        raise ValueError('the compiled worker does not match its hash')",
+  "    __c = marshal.loads(__b[32:])",
   "except Exception:",
   "    with open(__p, 'rb') as __f:",
   "        __c = compile(__f.read(), __p, 'exec')",
   "    try:",
+  "        __b = marshal.dumps(__c)",
   "        __t = '%s.%d.tmp' % (__k, os.getpid())",
   "        __d = os.open(__t, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)",
   "        with os.fdopen(__d, 'wb') as __f:",
-  "            marshal.dump(__c, __f)",
+  "            __f.write(__h(__b).digest() + __b)",
   "        os.replace(__t, __k)",
   "    except Exception:",
   "        pass",
-  "del __p, __k, __f",
+  "del __p, __k, __f, __b, __h",
   "exec(__c)",
 ].join("\n");
 
-function cacheDir(): string {
-  const xdg = process.env.XDG_CACHE_HOME;
-  if (xdg?.startsWith("/")) return join(xdg, "repl-mcp");
-  const home = process.env.HOME || homedir();
-  if (home) return join(home, ".cache", "repl-mcp");
-  return join(tmpdir(), `repl-mcp-${process.getuid?.() ?? "user"}`);
+/** The cache directory when it can be trusted; else a private one for this server, removed at exit. */
+function trustedDirectory(): string {
+  const dir = cacheDirectory();
+  try {
+    ensurePrivateDirectory(dir, `The worker cache directory ${dir}`);
+    return dir;
+  } catch (error) {
+    if (!(error instanceof PrivateFileError)) throw error;
+    const fallback = mkdtempSync(join(tmpdir(), "repl-mcp-worker-"));
+    process.on("exit", () => rmSync(fallback, { recursive: true, force: true }));
+    log.warn(
+      `${error.message}; this server uses ${fallback} instead (fix or remove it to share the cache again)`,
+    );
+    return fallback;
+  }
 }
 
 let cached: string | undefined;
@@ -49,9 +78,8 @@ export function workerSourcePath(): string {
   // Read from the bundle only here, so its 120 KB never stay in the server's heap.
   const source = readFileSync(WORKER_FILE);
   const digest = new Bun.CryptoHasher("sha256").update(source).digest("hex");
-  const dir = cacheDir();
+  const dir = trustedDirectory();
   const path = join(dir, `worker-${digest.slice(0, 24)}.py`);
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
   let intact = false;
   try {
     intact = new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex") === digest;

@@ -53,6 +53,7 @@ test("--help lists every public flag, the environment and a client configuration
   ]) {
     expect(stdout).toContain(name);
   }
+  expect(stdout).toContain("Over HTTP with no token given, each start makes one");
   expect(stdout).not.toContain("guardian");
   expect(stdout).not.toContain(ESC);
   // The example is valid JSON naming this very binary.

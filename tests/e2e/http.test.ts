@@ -53,7 +53,7 @@ function rawStatus(url: string, headers: Record<string, string>): Promise<number
 }
 
 describe("serving", () => {
-  test("one URL line on stderr, nothing on stdout; tools, a cell and state between cells", async () => {
+  test("the URL line last on stderr, nothing on stdout; tools, a cell and state between cells", async () => {
     const server = await serve();
     expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
     const client = await server.connect();
@@ -64,7 +64,8 @@ describe("serving", () => {
     expect(result.success).toBe(true);
     expect(result.return_value).toContain("42");
     expect(server.stdout).toBe("");
-    expect(server.stderr.trim().split("\n")).toHaveLength(1);
+    expect(server.stderr.trim().split("\n").at(-1)).toBe(`repl-mcp: serving MCP over HTTP at ${server.url}`);
+    expect(server.stderr).not.toMatch(/warn|error/i);
   });
 
   test("a long run is started, polled while it prints, and finishes", async () => {
@@ -211,7 +212,7 @@ describe("ending MCP sessions", () => {
       await keeper.call("artifact_create", { session_id: keeperSession, path: "kept.txt", format: "text" })
     ).structuredContent;
     // More abandoned initializations than the process has session slots (32).
-    for (let i = 0; i < 40; i++) expect((await post(server.url, INITIALIZE)).status).toBe(200);
+    for (let i = 0; i < 40; i++) expect((await server.post(INITIALIZE)).status).toBe(200);
     const late = await server.connect();
     expect((await late.run("'in'")).return_value).toContain("in");
     expect((await worker.run("kept")).return_value).toBe("true");
@@ -246,7 +247,7 @@ describe("ending MCP sessions", () => {
     expect(artifactFiles(server.proc.pid)).toBe(0);
     expect(pidAlive(kept)).toBe(true);
     expect(await pidOf(keep)).toBe(kept);
-    const stale = await post(server.url, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), {
+    const stale = await server.post(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), {
       "mcp-session-id": gone.transport.sessionId ?? "none",
     });
     expect(stale.status).toBe(404);
@@ -261,7 +262,7 @@ describe("ending MCP sessions", () => {
       timeoutMs: 15_000,
       what: "the idle session's workers to stop",
     });
-    const stale = await post(server.url, JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), {
+    const stale = await server.post(JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping" }), {
       "mcp-session-id": client.transport.sessionId ?? "none",
     });
     expect(stale.status).toBe(404);
@@ -326,14 +327,18 @@ describe("refusals", () => {
 
   test("a foreign Host or Origin → 403; --allowed-origin adds one", async () => {
     const server = await serve(["--allowed-origin", "https://app.example"]);
-    const base = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+    const base = {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      ...server.auth,
+    };
     const port = new URL(server.url).port;
     expect(await rawStatus(server.url, { ...base, host: `evil.example:${port}` })).toBe(403);
     expect(await rawStatus(server.url, { ...base, host: `localhost:${port}` })).toBe(200);
     expect((await post(server.url, INITIALIZE, { origin: "https://evil.example" })).status).toBe(403);
     expect((await post(server.url, INITIALIZE, { origin: "null" })).status).toBe(403);
-    expect((await post(server.url, INITIALIZE, { origin: "https://app.example" })).status).toBe(200);
-    expect((await post(server.url, INITIALIZE, { origin: "http://localhost:6274" })).status).toBe(200);
+    expect((await server.post(INITIALIZE, { origin: "https://app.example" })).status).toBe(200);
+    expect((await server.post(INITIALIZE, { origin: "http://localhost:6274" })).status).toBe(200);
   });
 
   test("a body over the 1 MiB message limit → 413, the server keeps serving", async () => {
@@ -345,7 +350,7 @@ describe("refusals", () => {
       method: "ping",
       params: { pad: "x".repeat(1_100_000) },
     });
-    const response = await post(server.url, big, { "mcp-session-id": client.transport.sessionId as string });
+    const response = await server.post(big, { "mcp-session-id": client.transport.sessionId as string });
     expect(response.status).toBe(413);
     expect(((await response.json()) as any).error.message).toContain("1048576");
     expect((await client.run("'alive'")).return_value).toContain("alive");
@@ -357,7 +362,7 @@ describe("refusals", () => {
       [["--auth-token-file", tokenFile(0o644)], {}, "chmod 600"],
       [["--auth-token-file", tokenFile(0o600, "short\n")], {}, "shorter than 16"],
       [["--auth-token-file", tokenFile(0o600)], { REPL_MCP_HTTP_TOKEN: TOKEN }, "not both"],
-      [["--auth-token-file", "/nonexistent/token"], {}, "cannot read"],
+      [["--auth-token-file", "/nonexistent/token"], {}, "does not exist"],
     ];
     for (const [args, env, message] of cases) {
       const server = HttpServer.spawn(args, env);

@@ -60,6 +60,17 @@ async function protectedPeer(asEnv: Record<string, string> = {}) {
   return { as, peer, stats, grants };
 }
 
+/** Makes `as`'s token endpoint answer 307 toward `to`. */
+async function redirectTokens(as: Fixture, to: string): Promise<void> {
+  const set = await fetch(`${as.url}/redirect-tokens`, { method: "POST", body: JSON.stringify({ to }) });
+  expect(set.status).toBe(204);
+}
+
+async function tokenRequestsAt(fixture: Fixture): Promise<TokenRequest[]> {
+  return ((await (await fetch(`${fixture.url}/stats`)).json()) as { token_requests: TokenRequest[] })
+    .token_requests;
+}
+
 /** A project directory with a registry file naming `web`, and where its credential file goes. */
 function project(servers: Record<string, unknown>) {
   const dir = tempDir("repl-mcp-oauth-");
@@ -272,24 +283,65 @@ describe("authorization code with PKCE", () => {
     ]);
   }, 60_000);
 
-  for (const field of ["state", "iss"] as const) {
-    test(`a tampered ${field} gets 400, no token request, no credential file, non-zero exit`, async () => {
-      const { peer, grants } = await protectedPeer();
-      const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
-      const run = startLogin(dir, registry);
-      const [, url] = await run.firstLines();
-      const page = await browse(url as string, (callback) => {
-        callback.searchParams.set(field, field === "iss" ? "http://127.0.0.1:1" : "forged-state");
-      });
+  test("a tampered iss gets 400, no token request, no credential file, non-zero exit", async () => {
+    const { peer, grants } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const run = startLogin(dir, registry);
+    const [, url] = await run.firstLines();
+    const page = await browse(url as string, (callback) => {
+      callback.searchParams.set("iss", "http://127.0.0.1:1");
+    });
+    expect(page.status).toBe(400);
+    expect(page.text).toContain("Authorization failed. Return to the terminal.");
+    const finished = await run.finish();
+    expect(finished.code).not.toBe(0);
+    expect(finished.stderr).toContain("iss");
+    expect(await grants("authorization_code")).toEqual([]);
+    expect(existsSync(credentials)).toBe(false);
+  }, 30_000);
+
+  test("callbacks with another state get 400 and are ignored: the login waits for its own", async () => {
+    const { peer, grants } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const run = startLogin(dir, registry);
+    const [, url] = await run.firstLines();
+    const callback = new URL(new URL(url as string).searchParams.get("redirect_uri") as string);
+    // A local process gets there first: a forged state, none at all, a forged denial.
+    for (const query of ["code=planted&state=forged", "code=planted", "error=access_denied&state=forged"]) {
+      const page = await fetch(`${callback.href}?${query}`);
       expect(page.status).toBe(400);
-      expect(page.text).toContain("Authorization failed. Return to the terminal.");
-      const finished = await run.finish();
-      expect(finished.code).not.toBe(0);
-      expect(finished.stderr).toContain(field === "iss" ? "iss" : "state");
-      expect(await grants("authorization_code")).toEqual([]);
-      expect(existsSync(credentials)).toBe(false);
-    }, 30_000);
-  }
+      expect(await page.text()).toContain("Authorization failed. Return to the terminal.");
+    }
+    const page = await browse(url as string);
+    expect(page.status).toBe(200);
+    const finished = await run.finish();
+    expect(finished.code).toBe(0);
+    expect(finished.stderr).toContain(
+      "Ignored a callback whose state is not this login's (3 so far); still waiting for the browser",
+    );
+    expect(await grants("authorization_code")).toHaveLength(1);
+    expect(existsSync(credentials)).toBe(true);
+  }, 30_000);
+
+  test("a token endpoint that redirects is refused: the refresh token never reaches the other host", async () => {
+    const { as, peer } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const first = await login(dir, registry, credentials);
+    // Another host that would answer like the real one (and records what reaches it).
+    const elsewhere = await startFixture(AUTH_SERVER, {});
+    await redirectTokens(as, `${elsewhere.url}/token`);
+    writeFileSync(credentials, JSON.stringify({ ...first, token_received_at: 1 }), { mode: 0o600 });
+
+    const harness = await serverFor(dir, registry);
+    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    expect(await tokenRequestsAt(elsewhere)).toEqual([]);
+    expect(error).toContain("OAuth token refresh failed: the token endpoint redirected to 127.0.0.1:");
+    expect(error).toContain("token requests never follow a redirect");
+    // Nothing was spent or rotated away: the grant the login saved still stands.
+    const kept = JSON.parse(readFileSync(credentials, "utf8"));
+    expect(kept.token_response.refresh_token).toBe(first.token_response.refresh_token);
+    for (const secret of secretsIn(first)) expect(error + harness.stderr).not.toContain(secret);
+  }, 60_000);
 
   test("a denied authorization gets the failure page and a non-zero exit, with no token request", async () => {
     const { peer, grants } = await protectedPeer();
@@ -399,6 +451,21 @@ describe("client credentials", () => {
     ]);
     const journal = JSON.stringify(await value(harness, "mcp.journal()"));
     expect(harness.stderr + journal).not.toContain("cc-secret-value-42");
+  }, 30_000);
+
+  test("a token endpoint that redirects is refused, even within its own origin", async () => {
+    const { as, peer, grants } = await protectedPeer(ccEnv);
+    await redirectTokens(as, `${as.url}/token-moved`);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
+    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    // The moved endpoint would have answered: the request (and its secret) never went there.
+    expect(await grants("client_credentials")).toEqual([]);
+    expect(error).toContain(
+      `OAuth client_credentials grant failed: the token endpoint redirected to ${new URL(as.url).host}`,
+    );
+    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    expect(error + harness.stderr).not.toContain("cc-secret-value-42");
   }, 30_000);
 
   test("a wrong secret fails with credentials_missing and never echoes the secret", async () => {

@@ -16,6 +16,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { packExecutable, sha256Hex } from "../../release/archive.ts";
+import { publishedInstaller, SHARED_FETCH_LINE, SHARED_FETCH_SOURCE } from "../../release/installer.ts";
 import {
   archiveAssetName,
   binaryAssetName,
@@ -29,8 +30,8 @@ import {
 import { Harness } from "../support/harness.ts";
 import {
   buildTestRelease,
+  CHECKOUT_INSTALL_SH,
   FakeReleaseServer,
-  INSTALL_SH,
   isInside,
   linkOrCopy,
   listDir,
@@ -66,6 +67,11 @@ beforeAll(async () => {
 afterAll(() => {
   if (buildDir) removeTree(buildDir);
 });
+
+/** The install.sh users download: the release build's, with the shared code written into it. */
+function installer(): string {
+  return join(buildDir, INSTALLER_NAME);
+}
 
 // --- per-test fixture ------------------------------------------------------------------------------
 
@@ -133,7 +139,7 @@ function install(
   options: { shell?: string; env?: Record<string, string>; cwd?: string; script?: string } = {},
 ) {
   const shell = Bun.which(options.shell ?? "sh") ?? "/bin/sh";
-  return run([shell, options.script ?? INSTALL_SH, ...args], {
+  return run([shell, options.script ?? installer(), ...args], {
     env: { ...fx.env, ...options.env },
     cwd: options.cwd ?? fx.root,
   });
@@ -227,7 +233,12 @@ describe.skipIf(TEST_TARGET === undefined)(`release build for ${target}`, () => 
   slowTest("writes the binary, a single-file archive, install.sh and matching SHA256SUMS", async () => {
     expect(release.version).toBe(VERSION);
     expect(release.assets.map((asset) => asset.name)).toEqual([INSTALLER_NAME, BINARY, ARCHIVE]);
-    expect(listDir(buildDir)).toEqual([CHECKSUMS_NAME, INSTALLER_NAME, BINARY, ARCHIVE].sort());
+    expect(listDir(buildDir)).toEqual([CHECKSUMS_NAME, INSTALLER_NAME, BINARY, ARCHIVE, "npm"].sort());
+    // The npm packages (tests/release/npm.test.ts publishes them) are not release assets.
+    expect(listDir(join(buildDir, "npm"))).toEqual([
+      `repl-mcp-${VERSION}.tgz`,
+      `repl-mcp-${target}-${VERSION}.tgz`,
+    ]);
     expect(statSync(join(buildDir, BINARY)).mode & 0o777).toBe(0o755);
 
     const lines = readFileSync(join(buildDir, CHECKSUMS_NAME), "utf8").trimEnd().split("\n");
@@ -267,6 +278,17 @@ describe.skipIf(TEST_TARGET === undefined)(`release build for ${target}`, () => 
       Number(field(136, 12)),
     );
     expect(sha256Hex(repacked)).toBe(sha256Hex(archive));
+  });
+
+  slowTest("the published install.sh carries the shared code instead of sourcing it", () => {
+    const published = readFileSync(installer(), "utf8");
+    expect(published).toBe(publishedInstaller());
+    expect(published.split("\n")).not.toContain(SHARED_FETCH_LINE);
+    expect(readFileSync(CHECKOUT_INSTALL_SH, "utf8").split("\n")).toContain(SHARED_FETCH_LINE);
+    expect(published).toContain(readFileSync(SHARED_FETCH_SOURCE, "utf8").trimEnd());
+    // Every install test below runs this file from a directory without plugin/ beside it.
+    expect(listDir(buildDir)).not.toContain("plugin");
+    return Promise.resolve();
   });
 
   slowTest("the binary answers --version from a directory outside the checkout", async () => {
@@ -336,6 +358,21 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
   }
 
   slowTest(
+    "the checkout's install.sh, which sources the plugin's fetch-release.sh, installs alike",
+    async () => {
+      const fx = fixture();
+      publish(fx);
+      const server = serve(fx);
+      const result = await install(fx, ["--base-url", server.url], { script: CHECKOUT_INSTALL_SH });
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+      await expectWorkingBinary(join(defaultBin(fx), "repl-mcp"));
+      expect(server.requests).toEqual([`/${CHECKSUMS_NAME}`, `/${ARCHIVE}`]);
+      expectNoTempFiles(fx, defaultBin(fx), ["repl-mcp"]);
+    },
+  );
+
+  slowTest(
     "--dir and REPL_MCP_INSTALL_DIR choose the directory; a relative one is made absolute",
     async () => {
       const fx = fixture();
@@ -370,7 +407,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
     async () => {
       const fx = fixture();
       publish(fx);
-      const original = readFileSync(INSTALL_SH, "utf8");
+      const original = readFileSync(installer(), "utf8");
       const repo = original.match(/^REPO="([^"]+)"$/m)?.[1];
       expect(repo).toBeDefined();
       const latest = `/${repo}/releases/latest/download/`;
@@ -567,7 +604,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
       const hold = server.holdAfterFirstChunk(`/${ARCHIVE}`);
       let pid = 0;
       // Its own process group, like a terminal's foreground job: the signal reaches sh and curl.
-      const running = run([Bun.which("sh") ?? "/bin/sh", INSTALL_SH, "--base-url", server.url], {
+      const running = run([Bun.which("sh") ?? "/bin/sh", installer(), "--base-url", server.url], {
         env: fx.env,
         cwd: fx.root,
         detached: true,

@@ -7,7 +7,8 @@ import pkg from "../../package.json" with { type: "json" };
 import { buildRelease, hostTarget, type ReleaseResult, type ReleaseTarget } from "../../release/release.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
-export const INSTALL_SH = join(ROOT, "release", "install.sh");
+/** install.sh as it is in the repository: it sources the plugin's fetch-release.sh beside it. */
+export const CHECKOUT_INSTALL_SH = join(ROOT, "release", "install.sh");
 export const VERSION = pkg.version;
 
 /** A fresh directory under the system temp dir (never inside the checkout). */

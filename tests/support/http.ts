@@ -1,8 +1,9 @@
 // Drives the compiled binary as an HTTP server: spawned with --transport http --port 0 in its own temp
-// project, its URL read from the one line it prints on stderr, clients connected with the SDK's
-// Streamable HTTP client transport in either protocol era. Every process it starts carries a tag, as in
+// project, its URL read from the last line it prints on stderr and the bearer token it generated from
+// the file it names there (as a user would), clients connected with the SDK's Streamable HTTP client
+// transport and that token, in either protocol era. Every process it starts carries a tag, as in
 // harness.ts.
-import { mkdirSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { BINARY, type Era, ToolClient, taggedPids, tempDir, waitFor } from "./harness.ts";
@@ -14,6 +15,9 @@ export class HttpServer {
   readonly home = join(this.dir, "home");
   proc!: ReturnType<typeof Bun.spawn>;
   url = "";
+  /** The generated token and the file the server named for it; "" when the server made none. */
+  token = "";
+  tokenFile = "";
   stderr = "";
   stdout = "";
   private readonly clients: HttpClient[] = [];
@@ -60,13 +64,31 @@ export class HttpServer {
     for await (const chunk of stream) {
       this[into] += decoder.decode(chunk, { stream: true });
       const match = /serving MCP over HTTP at (http:\/\/\S+)/.exec(this.stderr);
-      if (match && !this.url) this.url = match[1] as string;
+      if (match && !this.url) {
+        // The token lines come before the URL line, so they are all here once it is.
+        const file = /kept in:\n {2}(.+)\n/.exec(this.stderr)?.[1];
+        if (file) {
+          this.tokenFile = file;
+          this.token = readFileSync(file, "utf8").trim();
+        }
+        this.url = match[1] as string;
+      }
     }
+  }
+
+  /** The Authorization header for the generated token (none when the server made no token). */
+  get auth(): Record<string, string> {
+    return this.token ? { authorization: `Bearer ${this.token}` } : {};
+  }
+
+  /** A raw POST to /mcp with the server's token (and `headers` over it). */
+  post(body: string, headers: Record<string, string> = {}): Promise<Response> {
+    return post(this.url, body, { ...this.auth, ...headers });
   }
 
   /** A connected client; `era` defaults to legacy (a 2025-11-25 session over `Mcp-Session-Id`). */
   async connect(
-    headers: Record<string, string> = {},
+    headers: Record<string, string> = this.auth,
     { era = "legacy" }: { era?: Era } = {},
   ): Promise<HttpClient> {
     const client = new HttpClient(this.url, headers, era);

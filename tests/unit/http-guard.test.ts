@@ -1,7 +1,7 @@
 // The HTTP guard's decisions, request by request: Host and Origin allow lists, then the bearer token.
 import { expect, test } from "bun:test";
 import { Guard } from "../../src/server/http/guard.ts";
-import { isLoopback, loadToken, StartupError } from "../../src/server/http/token.ts";
+import { chooseToken, isLoopback, StartupError } from "../../src/server/http/token.ts";
 
 const TOKEN = "0123456789abcdef-token";
 
@@ -77,9 +77,23 @@ test("loopback binds and token rules", () => {
     expect(isLoopback(host)).toBe(true);
   for (const host of ["0.0.0.0", "::", "10.0.0.1", "example.com", "127.0.0.1.example"])
     expect(isLoopback(host)).toBe(false);
-  expect(loadToken(undefined, undefined)).toBeUndefined();
-  expect(loadToken(undefined, "")).toBeUndefined();
-  expect(loadToken(undefined, TOKEN)).toBe(TOKEN);
-  expect(() => loadToken(undefined, "short")).toThrow(StartupError);
-  expect(() => loadToken(undefined, "has a space in it, sixteen+")).toThrow("printable ASCII");
+  const loopback = { host: "127.0.0.1", authTokenFile: undefined, noAuth: false };
+  expect(chooseToken(loopback, TOKEN)).toEqual({ token: TOKEN, generated: false });
+  expect(() => chooseToken(loopback, "")).toThrow("set but empty");
+  expect(() => chooseToken(loopback, "short")).toThrow(StartupError);
+  expect(() => chooseToken(loopback, "has a space in it, sixteen+")).toThrow("printable ASCII");
+  // Nothing given: a fresh token on loopback, none elsewhere (the server then refuses to start).
+  const made = chooseToken(loopback, undefined);
+  expect(made.generated).toBe(true);
+  expect(made.token).toMatch(/^[0-9a-f]{64}$/);
+  expect(chooseToken(loopback, undefined).token).not.toBe(made.token);
+  expect(chooseToken({ ...loopback, host: "0.0.0.0" }, undefined)).toEqual({
+    token: undefined,
+    generated: false,
+  });
+  expect(chooseToken({ ...loopback, noAuth: true }, undefined)).toEqual({
+    token: undefined,
+    generated: false,
+  });
+  expect(() => chooseToken({ ...loopback, host: "::", noAuth: true }, undefined)).toThrow("loopback --host");
 });

@@ -1,6 +1,9 @@
 // The loopback listener that receives the browser's return from the authorization server: it binds
-// 127.0.0.1 only, answers one GET /callback (404 elsewhere, non-loopback peers ignored), and keeps the
-// browser waiting until the login has decided which page to show.
+// 127.0.0.1 only, answers one GET /callback carrying this login's state (404 elsewhere, non-loopback
+// peers ignored), and keeps the browser waiting until the login has decided which page to show. Any
+// local process can reach the port, so a callback with another state (or none) gets the failure page
+// and is otherwise ignored: it must not end a login the user is still completing in the browser.
+import { timingSafeEqual } from "node:crypto";
 import { ReplError } from "../../errors.ts";
 import { OAUTH_CALLBACK_READ_TIMEOUT_SECONDS, OAUTH_CALLBACK_REQUEST_MAX_BYTES } from "../../limits.ts";
 
@@ -15,7 +18,7 @@ export interface Callback {
 
 export interface CallbackListener {
   redirectUri: string;
-  /** The first callback; rejects at `deadline` (epoch ms). */
+  /** The first callback with this login's state; rejects at `deadline` (epoch ms). */
   next(deadline: number): Promise<Callback>;
   stop(): Promise<void>;
 }
@@ -38,8 +41,20 @@ function requestBytes(request: Request): number {
   return total;
 }
 
-export function listenForCallback(port: number): CallbackListener {
+function sameState(given: string | null, expected: string): boolean {
+  const a = Buffer.from(given ?? "");
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** `onIgnored` is told the number of foreign callbacks so far, each time one arrives. */
+export function listenForCallback(
+  port: number,
+  state: string,
+  onIgnored: (count: number) => void,
+): CallbackListener {
   let deliver: ((callback: Callback) => void) | undefined;
+  let ignored = 0;
   const arrived: Callback[] = [];
   let taken = false;
   let server: ReturnType<typeof Bun.serve>;
@@ -55,12 +70,14 @@ export function listenForCallback(port: number): CallbackListener {
           return new Response("Not found\n", { status: 404 });
         }
         if (taken) return page(false);
+        const params =
+          requestBytes(request) > OAUTH_CALLBACK_REQUEST_MAX_BYTES ? new URLSearchParams() : url.searchParams;
+        if (!sameState(params.get("state"), state)) {
+          onIgnored(++ignored);
+          return page(false);
+        }
         taken = true;
         return new Promise<Response>((resolve) => {
-          const params =
-            requestBytes(request) > OAUTH_CALLBACK_REQUEST_MAX_BYTES
-              ? new URLSearchParams()
-              : url.searchParams;
           const callback = { params, answer: (ok: boolean) => resolve(page(ok)) };
           if (deliver) deliver(callback);
           else arrived.push(callback);

@@ -29,7 +29,6 @@ const fail = (message: string) => new ReplError("OAUTH_FAILED", message);
 
 /** Everything one login remembers between the authorization request and the code exchange. */
 class LoginProvider implements OAuthClientProvider {
-  readonly expectedState = randomBytes(32).toString("base64url");
   client: OAuthClientInformationMixed | undefined;
   tokens_: OAuthTokens | undefined;
   discovery: OAuthDiscoveryState | undefined;
@@ -40,6 +39,7 @@ class LoginProvider implements OAuthClientProvider {
   constructor(
     private readonly spec: HttpEntry,
     readonly redirectUrl: string,
+    readonly expectedState: string,
     private readonly announce: (url: URL) => void,
   ) {
     const { clientId, clientSecret } = spec.oauth ?? {};
@@ -109,7 +109,10 @@ export function loginEntry(entry: ServerEntry | undefined): HttpEntry {
   return spec;
 }
 
-/** Why a callback must be refused before any token request, or null when it may be exchanged. */
+/**
+ * Why a callback must be refused before any token request, or null when it may be exchanged. Its state
+ * is already this login's: the listener ignores every other callback.
+ */
 function refusal(callback: Callback, provider: LoginProvider): string | null {
   const params = callback.params;
   const error = params.get("error");
@@ -117,7 +120,6 @@ function refusal(callback: Callback, provider: LoginProvider): string | null {
     const code = /^[a-z_]{1,64}$/.test(error) ? error : "an error";
     return `The authorization server returned ${code} instead of a code`;
   }
-  if (params.get("state") !== provider.expectedState) return "The callback's state does not match this login";
   const metadata = provider.discovery?.authorizationServerMetadata;
   const iss = params.get("iss");
   // RFC 9207: a server that announces iss must send it, and it must be the issuer discovery found.
@@ -139,11 +141,16 @@ export async function oauthLogin(entry: ServerEntry | undefined, announce: (line
   const spec = loginEntry(entry);
   const path = spec.oauth?.credentialFile as string;
   ensureCredentialDirectory(path);
-  const listener = listenForCallback(spec.oauth?.redirectPort ?? 0);
+  const state = randomBytes(32).toString("base64url");
+  const listener = listenForCallback(spec.oauth?.redirectPort ?? 0, state, (count) =>
+    announce([
+      `Ignored a callback whose state is not this login's (${count} so far); still waiting for the browser`,
+    ]),
+  );
   try {
     const capture: TokenCapture = {};
     const fetchFn = oauthFetch(capture);
-    const provider = new LoginProvider(spec, listener.redirectUri, (url) =>
+    const provider = new LoginProvider(spec, listener.redirectUri, state, (url) =>
       announce([LOGIN_PROMPT, url.href]),
     );
     const hint = await challenge(spec.url, fetchFn);

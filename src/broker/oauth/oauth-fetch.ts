@@ -1,6 +1,7 @@
-// The fetch every OAuth request goes through: a deadline per request, a bounded body, and a copy of a
+// The fetch every OAuth request goes through: a deadline per request, a bounded body, a copy of a
 // token endpoint's JSON exactly as it arrived (the SDK hands back only the fields it knows, and the
-// credential file keeps the whole response).
+// credential file keeps the whole response), and no redirect for a token request: following a 307 or
+// 308 would send the code, refresh token or client secret again, to wherever the Location points.
 import type { FetchLike } from "@modelcontextprotocol/client";
 import {
   BROKER_HTTP_BODY_MAX_BYTES,
@@ -8,6 +9,7 @@ import {
   OAUTH_DISCOVERY_TIMEOUT_MS,
   OAUTH_TOKEN_TIMEOUT_MS,
 } from "../../limits.ts";
+import { redirectHost } from "../redirect.ts";
 
 export interface TokenCapture {
   /** The last successful token response body, parsed but otherwise untouched. */
@@ -43,7 +45,14 @@ export function oauthFetch(capture: TokenCapture = {}): FetchLike {
     const token = isTokenRequest(init);
     const timeout = AbortSignal.timeout(token ? OAUTH_TOKEN_TIMEOUT_MS : OAUTH_DISCOVERY_TIMEOUT_MS);
     const signal = init?.signal ? AbortSignal.any([init.signal, timeout]) : timeout;
-    const response = await fetch(url, { ...init, signal });
+    const response = await fetch(url, { ...init, signal, ...(token ? { redirect: "manual" } : {}) });
+    if (token && response.status >= 300 && response.status < 400) {
+      await response.body?.cancel().catch(() => {});
+      throw new Error(
+        `the token endpoint redirected to ${redirectHost(response, url)}, and token requests never follow a ` +
+          "redirect (it would resend the credentials); check the authorization server's token_endpoint",
+      );
+    }
     const text = await boundedText(
       response,
       token ? OAUTH_CREDENTIAL_FILE_MAX_BYTES : BROKER_HTTP_BODY_MAX_BYTES,

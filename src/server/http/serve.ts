@@ -6,7 +6,12 @@
 // Event streams leave through a backlog meter so a client that stops reading cannot grow them forever.
 import { isInitializeRequest, isJsonContentType, isLegacyRequest } from "@modelcontextprotocol/server";
 import { describe } from "../../errors.ts";
-import { HTTP_UNAUTHENTICATED_IDLE_SECONDS, MCP_MESSAGE_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
+import {
+  HTTP_BODY_READ_TIMEOUT_MS,
+  HTTP_UNAUTHENTICATED_IDLE_SECONDS,
+  MCP_MESSAGE_MAX_BYTES,
+  SESSIONS_MAX,
+} from "../../limits.ts";
 import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
 import { withBoundedStream } from "./backlog.ts";
@@ -87,14 +92,15 @@ async function handle(
     return jsonError(401, -32001, refusal.message, { "WWW-Authenticate": 'Bearer realm="repl-mcp"' });
   }
   // Event streams stay open while cells run; the SDK's keep-alive comments are the liveness signal.
+  // The body read below keeps a deadline of its own.
   bun.timeout(request, 0);
   let parsedBody: unknown;
   if (request.method === "POST") {
     if (!isJsonContentType(request.headers.get("content-type"))) {
       return jsonError(415, -32000, "Content-Type must be application/json");
     }
-    const body = await readJsonBody(request, MCP_MESSAGE_MAX_BYTES);
-    if ("status" in body) return jsonError(body.status, body.code, body.message);
+    const body = await readJsonBody(request, MCP_MESSAGE_MAX_BYTES, HTTP_BODY_READ_TIMEOUT_MS);
+    if ("status" in body) return jsonError(body.status, body.code, body.message, body.headers);
     parsedBody = body.json;
     // server/discover exists only in 2026-07-28: without its envelope it is a broken 2026 request, which
     // the 2026 side answers as such (400, -32602, its id), not a legacy request without a session.
