@@ -1,49 +1,127 @@
-// The MCP conformance suite's server scenarios against the running binary over HTTP. The suite needs
-// Node 22 APIs, so its entry point runs on the pinned bun. Scenarios for features repl-mcp does not offer
-// are listed with the reason, and the listing must stay complete so a newer suite cannot slip past.
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { join } from "node:path";
+// The MCP conformance suite's server scenarios against the running binary over HTTP, once per requirement
+// set and at that revision's wire: 2025-11-25 with the initialize handshake and sessions, 2026-07-28 stateless
+// with the per-request _meta envelope. The suite needs Node 22 APIs, so its entry point runs on the pinned
+// bun. Scenarios for features repl-mcp does not offer are listed with the reason, and the listing must stay
+// complete for both sets so a newer suite cannot slip past. Single checks of an applicable scenario that
+// cannot apply (they call the suite's own diagnostic tools, or need prompts) are named below with the
+// reason; every other check must succeed (a SHOULD may warn, as in the suite's own verdict), and a named
+// one that starts to pass fails the test so its entry is removed.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { tempDir } from "../support/harness.ts";
 import { HttpServer } from "../support/http.ts";
 
-const ENTRY = join(import.meta.dir, "../../node_modules/@modelcontextprotocol/conformance/dist/index.js");
+const ROOT = resolve(import.meta.dir, "../..");
+const ENTRY = join(ROOT, "node_modules/@modelcontextprotocol/conformance/dist/index.js");
 
-const APPLICABLE = [
-  "server-initialize",
-  "ping",
-  "tools-list",
-  "server-sse-multiple-streams",
-  "server-sse-polling",
-  "dns-rebinding-protection",
-];
+type Revision = "2025-11-25" | "2026-07-28";
 
-/** Scenarios that call the suite's own fixture tools, prompts or resources, or capabilities we lack. */
-const NOT_APPLICABLE: Record<string, string> = {
-  "logging-set-level": "no logging capability",
+const FIXTURE_TOOL = "calls a tool of the suite's own reference server (test_simple_text, ...)";
+const NEVER_ASKS = "repl-mcp never asks the client to sample or elicit";
+const FIXTURE_RESOURCE = "reads the suite's fixture resources (test://static-text, ...); ours are artifacts";
+const NO_PROMPTS = "no prompts";
+
+/** Scenarios for tools, resources and capabilities repl-mcp does not have, in both revisions. */
+const EITHER: Record<string, string> = {
   "completion-complete": "no completions capability",
-  "tools-call-simple-text": "calls the suite's fixture tool test_simple_text",
-  "tools-call-image": "fixture tool",
-  "tools-call-audio": "fixture tool",
-  "tools-call-embedded-resource": "fixture tool",
-  "tools-call-mixed-content": "fixture tool",
-  "tools-call-with-logging": "fixture tool",
-  "tools-call-error": "fixture tool",
-  "tools-call-with-progress": "fixture tool",
-  "tools-call-sampling": "fixture tool; repl-mcp never asks the client to sample",
-  "tools-call-elicitation": "fixture tool; repl-mcp never elicits",
-  "json-schema-2020-12": "fixture tool",
-  "elicitation-sep1034-defaults": "fixture tool; repl-mcp never elicits",
-  "elicitation-sep1330-enums": "fixture tool; repl-mcp never elicits",
-  "resources-list": "reads the suite's fixture resources; ours are artifacts, no subscriptions",
-  "resources-read-text": "reads the suite's fixture resources; ours are artifacts, no subscriptions",
-  "resources-read-binary": "reads the suite's fixture resources; ours are artifacts, no subscriptions",
-  "resources-templates-read": "reads the suite's fixture resources; ours are artifacts, no subscriptions",
-  "resources-subscribe": "reads the suite's fixture resources; ours are artifacts, no subscriptions",
-  "resources-unsubscribe": "reads the suite's fixture resources; ours are artifacts, no subscriptions",
-  "prompts-list": "no prompts",
-  "prompts-get-simple": "no prompts",
-  "prompts-get-with-args": "no prompts",
-  "prompts-get-embedded-resource": "no prompts",
-  "prompts-get-with-image": "no prompts",
+  "tools-call-simple-text": FIXTURE_TOOL,
+  "tools-call-image": FIXTURE_TOOL,
+  "tools-call-audio": FIXTURE_TOOL,
+  "tools-call-embedded-resource": FIXTURE_TOOL,
+  "tools-call-mixed-content": FIXTURE_TOOL,
+  "tools-call-error": FIXTURE_TOOL,
+  "tools-call-with-progress": FIXTURE_TOOL,
+  "json-schema-2020-12": FIXTURE_TOOL,
+  "resources-read-text": FIXTURE_RESOURCE,
+  "resources-read-binary": FIXTURE_RESOURCE,
+  "resources-templates-read": FIXTURE_RESOURCE,
+  "prompts-list": NO_PROMPTS,
+  "prompts-get-simple": NO_PROMPTS,
+  "prompts-get-with-args": NO_PROMPTS,
+  "prompts-get-embedded-resource": NO_PROMPTS,
+  "prompts-get-with-image": NO_PROMPTS,
+};
+
+const TASKS =
+  "tasks extension (never scored); calls the suite's task fixture tools (greet, slow_compute, ...)";
+const INPUT_REQUIRED = `calls the suite's input-required fixture tools; ${NEVER_ASKS}`;
+
+const SETS: Record<Revision, { applicable: string[]; notApplicable: Record<string, string> }> = {
+  "2025-11-25": {
+    applicable: [
+      "server-initialize",
+      "ping",
+      "tools-list",
+      "resources-list",
+      "server-sse-multiple-streams",
+      "server-sse-polling",
+      "server-session-lifecycle",
+      "dns-rebinding-protection",
+    ],
+    notApplicable: {
+      ...EITHER,
+      "logging-set-level": "no logging capability",
+      "tools-call-with-logging": FIXTURE_TOOL,
+      "tools-call-sampling": `${FIXTURE_TOOL}; ${NEVER_ASKS}`,
+      "tools-call-elicitation": `${FIXTURE_TOOL}; ${NEVER_ASKS}`,
+      "elicitation-sep1034-defaults": `${FIXTURE_TOOL}; ${NEVER_ASKS}`,
+      "elicitation-sep1330-enums": `${FIXTURE_TOOL}; ${NEVER_ASKS}`,
+      "resources-subscribe": "no resource subscriptions",
+      "resources-unsubscribe": "no resource subscriptions",
+    },
+  },
+  "2026-07-28": {
+    applicable: [
+      "server-stateless",
+      "tools-list",
+      "caching",
+      "server-sse-multiple-streams",
+      "resources-list",
+      "sep-2164-resource-not-found",
+      "dns-rebinding-protection",
+    ],
+    notApplicable: {
+      ...EITHER,
+      "input-required-result-basic-elicitation": INPUT_REQUIRED,
+      "input-required-result-basic-sampling": INPUT_REQUIRED,
+      "input-required-result-basic-list-roots": INPUT_REQUIRED,
+      "input-required-result-request-state": INPUT_REQUIRED,
+      "input-required-result-multiple-input-requests": INPUT_REQUIRED,
+      "input-required-result-multi-round": INPUT_REQUIRED,
+      "input-required-result-missing-input-response": INPUT_REQUIRED,
+      "input-required-result-non-tool-request": INPUT_REQUIRED,
+      "input-required-result-result-type": INPUT_REQUIRED,
+      "input-required-result-unsupported-methods": INPUT_REQUIRED,
+      "input-required-result-tampered-state": INPUT_REQUIRED,
+      "input-required-result-capability-check": INPUT_REQUIRED,
+      "input-required-result-ignore-extra-params": INPUT_REQUIRED,
+      "input-required-result-validate-input": INPUT_REQUIRED,
+      "tasks-lifecycle": TASKS,
+      "tasks-capability-negotiation": TASKS,
+      "tasks-wire-fields": TASKS,
+      "tasks-request-state-removal": TASKS,
+      "tasks-mrtr-input": TASKS,
+      "tasks-request-headers": TASKS,
+      "tasks-dispatch-and-envelope": TASKS,
+      "tasks-status-notifications": TASKS,
+      "tasks-required-task-error": TASKS,
+      "tasks-mrtr-composition": TASKS,
+      "http-header-validation": "pending in the suite: needs its x-mcp-header fixture tools",
+      "http-custom-header-server-validation": "pending in the suite: needs its x-mcp-header fixture tools",
+    },
+  },
+};
+
+const DIAGNOSTIC_TOOL = "calls a diagnostic tool only the suite's reference server has";
+
+/** Checks of applicable scenarios that cannot apply, as `scenario:check-id`: they fail, by design. */
+const NOT_APPLICABLE_CHECKS: Record<string, string> = {
+  "server-stateless:sep-2575-server-rejects-undeclared-capability": `${DIAGNOSTIC_TOOL} (test_missing_capability)`,
+  "server-stateless:sep-2575-missing-capability-http-400": `${DIAGNOSTIC_TOOL} (test_missing_capability)`,
+  "server-stateless:sep-2575-http-server-no-independent-requests-on-stream": `${DIAGNOSTIC_TOOL} (test_streaming_elicitation)`,
+  "server-stateless:sep-2575-server-no-log-without-loglevel": `${DIAGNOSTIC_TOOL} (test_logging_tool)`,
+  "caching:sep-2549-prompts-list-caching-hints": NO_PROMPTS,
 };
 
 let server: HttpServer;
@@ -56,35 +134,88 @@ afterAll(async () => {
 });
 
 async function conformance(...args: string[]): Promise<{ code: number; out: string }> {
-  const proc = Bun.spawn([process.execPath, ENTRY, ...args], { stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([process.execPath, ENTRY, ...args], {
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, NO_COLOR: "1" },
+  });
   const [out, err, code] = await Promise.all([
     new Response(proc.stdout).text(),
     new Response(proc.stderr).text(),
     proc.exited,
   ]);
-  return { code, out: out + err };
+  // The suite colours its output even without a terminal.
+  return { code, out: Bun.stripANSI(out + err) };
 }
 
-test("every server scenario of the pinned suite is either run here or listed as not applicable", async () => {
-  const { out } = await conformance("list", "--server");
-  const listed = [...out.matchAll(/^\s+- (\S+)/gm)].map((match) => match[1] as string);
-  expect(listed.length).toBeGreaterThan(0);
-  expect(listed.sort()).toEqual([...APPLICABLE, ...Object.keys(NOT_APPLICABLE)].sort());
-});
+/** The server scenarios a requirement set names: required ones, and those it runs without scoring. */
+async function serverScenarios(revision: Revision): Promise<string[]> {
+  const { out } = await conformance("list", "--server", "--requirements", revision);
+  const names: string[] = [];
+  let section = "";
+  for (const line of out.split("\n")) {
+    if (/^\S/.test(line)) section = line;
+    const entry = /^\s+- (\S+)(?: \[(server|client)\])?$/.exec(line);
+    if (!entry) continue;
+    const role = entry[2] ?? (section.startsWith("Server scenarios") ? "server" : "client");
+    if (role === "server") names.push(entry[1] as string);
+  }
+  return names;
+}
 
-for (const scenario of APPLICABLE) {
-  test(`conformance: ${scenario}`, async () => {
-    const { code, out } = await conformance(
-      "server",
-      "--url",
-      server.url,
-      "--scenario",
-      scenario,
-      "--suite",
-      "all",
-    );
-    expect(out).toMatch(/ 0 failed/);
-    expect(out).not.toMatch(/[1-9]\d* failed/);
-    expect(code).toBe(0);
+interface Check {
+  id: string;
+  status: "SUCCESS" | "FAILURE" | "WARNING" | "SKIPPED" | "INFO";
+  errorMessage?: string;
+}
+
+/** Runs one scenario at one revision's wire and returns the checks it recorded. */
+async function checksOf(scenario: string, revision: Revision): Promise<{ checks: Check[]; out: string }> {
+  const dir = tempDir("repl-mcp-conformance-server-");
+  try {
+    const args = ["server", "--url", server.url, "--scenario", scenario, "--spec-version", revision];
+    const { out } = await conformance(...args, "-o", dir);
+    const runs = readdirSync(dir);
+    if (runs.length !== 1) throw new Error(`expected one result directory, got ${runs.join(", ")}:\n${out}`);
+    const checks = JSON.parse(readFileSync(join(dir, runs[0] as string, "checks.json"), "utf8")) as Check[];
+    return { checks, out };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The verdict in words a failed comparison shows as they are: the checks that failed and may not, and the
+ * not-applicable checks that no longer fail.
+ */
+function verdict(scenario: string, checks: Check[]) {
+  const excused = (check: Check) => `${scenario}:${check.id}` in NOT_APPLICABLE_CHECKS;
+  return {
+    failed: checks
+      .filter((check) => check.status === "FAILURE" && !excused(check))
+      .map((check) => `${check.id}: ${check.errorMessage ?? ""}`),
+    excusedButPassing: checks
+      .filter((check) => check.status === "SUCCESS" && excused(check))
+      .map((check) => `${check.id} passes now: remove it from NOT_APPLICABLE_CHECKS`),
+  };
+}
+
+for (const revision of Object.keys(SETS) as Revision[]) {
+  const { applicable, notApplicable } = SETS[revision];
+  describe(`requirement set ${revision}`, () => {
+    test("every server scenario it names is either run here or listed as not applicable", async () => {
+      const listed = await serverScenarios(revision);
+      expect(listed.length).toBeGreaterThan(20);
+      expect(listed.sort()).toEqual([...applicable, ...Object.keys(notApplicable)].sort());
+    });
+
+    for (const scenario of applicable) {
+      test(`conformance ${revision}: ${scenario}`, async () => {
+        const { checks, out } = await checksOf(scenario, revision);
+        // A scenario outside the revision's window would be skipped without checks: it must have run.
+        expect(checks.length, out).toBeGreaterThan(0);
+        expect(verdict(scenario, checks)).toEqual({ failed: [], excusedButPassing: [] });
+      });
+    }
   });
 }
