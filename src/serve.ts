@@ -71,7 +71,9 @@ export async function serve(options: ServeOptions): Promise<void> {
     serving();
     return;
   }
-  const served = serveStdio(clientContext(new SessionScope(sessions), options.maxMemoryMib));
+  const served = serveStdio(
+    clientContext(new SessionScope(sessions, { earlierJournal: true }), options.maxMemoryMib),
+  );
   serving();
   await served;
   await stop(0);

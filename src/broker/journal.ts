@@ -33,6 +33,11 @@ export const JournalRecordSchema = v.strictObject({
 export type JournalRecord = v.InferOutput<typeof JournalRecordSchema>;
 export type JournalStatus = JournalRecord["status"];
 
+/** The records one client may list (mcp.journal()): its own sessions', see SessionScope. */
+export interface JournalView {
+  list(): JournalRecord[];
+}
+
 /** Where changes go to become durable; absent without --journal. */
 export interface JournalStore {
   /** Schedules a write of the current records; resolves once a write containing them is on disk. */
@@ -57,13 +62,18 @@ export class Journal {
   /** Each record's serialized size, kept current so the byte bound costs nothing per call. */
   private readonly sizes = new WeakMap<JournalRecord, number>();
   private recordBytes = 0;
+  /** Records a previous server left in the durable file: no session of this process made them. */
+  private readonly earlier = new WeakSet<JournalRecord>();
 
   constructor(
     private readonly store?: JournalStore,
     loaded: JournalRecord[] = [],
   ) {
     this.records = loaded;
-    for (const record of loaded) this.measure(record);
+    for (const record of loaded) {
+      this.measure(record);
+      this.earlier.add(record);
+    }
   }
 
   /** Records a call about to be sent. Refuses (before dispatch) when every slot holds a call in flight. */
@@ -125,6 +135,13 @@ export class Journal {
 
   list(): JournalRecord[] {
     return this.records.map((record) => ({ ...record }));
+  }
+
+  /** The records of the sessions `sees` accepts, and with `earlier` those a previous server left. */
+  visibleTo(sees: (sessionId: string) => boolean, earlier: boolean): JournalRecord[] {
+    return this.records
+      .filter((record) => sees(record.session_id) || (earlier && this.earlier.has(record)))
+      .map((record) => ({ ...record }));
   }
 
   get size(): number {

@@ -3,7 +3,7 @@
 import * as v from "valibot";
 import type { Broker } from "../broker/broker.ts";
 import { validServerName } from "../broker/config.ts";
-import type { Journal } from "../broker/journal.ts";
+import type { JournalView } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
 import {
   BROKER_CALL_TIMEOUT_DEFAULT_SECONDS,
@@ -42,8 +42,7 @@ function parse<S extends v.GenericSchema>(schema: S, params: unknown, op: string
 
 export function brokerBridge(
   broker: Broker,
-  journal: Journal,
-  sees: (sessionId: string) => boolean,
+  journal: JournalView,
   sessionId: string,
   artifacts: SessionArtifacts,
 ): Bridge {
@@ -63,8 +62,7 @@ export function brokerBridge(
       case "refresh":
         return broker.refresh();
       case "journal":
-        // The server's journal holds every client's calls; a cell lists its own client's only.
-        return journal.list().filter((record) => sees(record.session_id));
+        return journal.list();
       case "explain": {
         const p = parse(Ops.explain, params, op);
         return broker.explain(p.server, p.tool);

@@ -5,7 +5,7 @@ import { realpathSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { ArtifactStore } from "../artifacts/store.ts";
 import { Broker } from "../broker/broker.ts";
-import { Journal } from "../broker/journal.ts";
+import { Journal, type JournalView } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
@@ -49,16 +49,15 @@ export class Sessions {
 
   /**
    * A new default session: the launch project with the server's interpreter. It counts toward the limit.
-   * `sees` tells which sessions' journal records its cells may list (its client's, README "Journal").
+   * `journal` is what its cells may list of the journal (their client's records, see SessionScope).
    */
-  openDefault(sees: (sessionId: string) => boolean): Session {
+  openDefault(journal: JournalView): Session {
     if (this.byId.size >= SESSIONS_MAX) {
       throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
     }
     const session = new Session({
       broker: this.attachBroker(this.options.project),
-      journal: this.journal,
-      sees,
+      journal,
       artifacts: this.artifacts,
       serverId: this.serverId,
       name: "default",
@@ -89,7 +88,7 @@ export class Sessions {
     name: string,
     projectPath: string,
     python: string | undefined,
-    sees: (sessionId: string) => boolean,
+    journal: JournalView,
     signal?: AbortSignal,
   ): Promise<Session> {
     if (this.opening >= SESSION_OPENS_MAX) {
@@ -115,8 +114,7 @@ export class Sessions {
       }
       const session = new Session({
         broker: this.attachBroker(project),
-        journal: this.journal,
-        sees,
+        journal,
         artifacts: this.artifacts,
         serverId: this.serverId,
         name,

@@ -4,6 +4,7 @@
 // (server/http/principals.ts). Another scope's session ids get exactly the answers an unknown id gets.
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
+import type { JournalView } from "../broker/journal.ts";
 import { ProtocolError, ReplError } from "../errors.ts";
 import { SESSION_GONE, SESSION_NOT_FOUND, type Sessions } from "./registry.ts";
 import type { Session } from "./session.ts";
@@ -13,12 +14,21 @@ export class SessionScope {
   private readonly owned = new Set<string>();
   /** Every session it ever had, closed ones included: their journal records stay its own. */
   private readonly known = new Set<string>();
-  private readonly sees = (sessionId: string) => this.known.has(sessionId);
+  /**
+   * The server's journal holds every client's calls; this client's cells list only its own. Records a
+   * previous server left (--journal after a crash) belong to no session of this process: a stdio client,
+   * the only one its server has, sees them too; an HTTP client does not (`repl-mcp doctor` and the file do).
+   */
+  private readonly journal: JournalView;
   private ended = false;
 
   /** Throws SESSION_LIMIT when the process already holds as many sessions as it may. */
-  constructor(private readonly pool: Sessions) {
-    this.default = pool.openDefault(this.sees);
+  constructor(
+    private readonly pool: Sessions,
+    { earlierJournal = false }: { earlierJournal?: boolean } = {},
+  ) {
+    this.journal = { list: () => pool.journal.visibleTo((id) => this.known.has(id), earlierJournal) };
+    this.default = pool.openDefault(this.journal);
     this.adopt(this.default.id);
   }
 
@@ -57,7 +67,7 @@ export class SessionScope {
   }
 
   async open(name: string, project: string, python: string | undefined, signal?: AbortSignal) {
-    const session = await this.pool.open(name, project, python, this.sees, signal);
+    const session = await this.pool.open(name, project, python, this.journal, signal);
     if (this.ended) {
       // The client went away while the interpreter was being probed: nobody can reach this session.
       await this.pool.close(session.id);

@@ -2,7 +2,7 @@
 // run history and generation.
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
-import type { Journal } from "../broker/journal.ts";
+import type { JournalView } from "../broker/journal.ts";
 import { childEnv } from "../guardian/env.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
@@ -23,9 +23,8 @@ export interface SessionOptions {
   maxMemoryMib: number;
   /** The broker of the session's project (or of the explicit --config). */
   broker: Broker;
-  journal: Journal;
-  /** Which sessions' journal records this session's cells may list: those of its own client. */
-  sees: (sessionId: string) => boolean;
+  /** What this session's cells may list of the journal: the records of its own client. */
+  journal: JournalView;
   artifacts: ArtifactStore;
 }
 
@@ -56,7 +55,7 @@ export class Session {
       serverId: options.serverId,
       sessionId: this.id,
       maxMemoryMib: options.maxMemoryMib,
-      bridge: brokerBridge(options.broker, options.journal, options.sees, this.id, this.artifacts),
+      bridge: brokerBridge(options.broker, options.journal, this.id, this.artifacts),
       onRunEnd: (runId) => store.uploads.abortRun(this.id, runId),
       keepDisplay: (bytes, format) => store.createFromBytes(this.id, bytes, format),
       launch: {
