@@ -2,6 +2,12 @@
 // the cache fields, -32022 for a revision we do not serve, the session_id rules (A3, A5), progress that
 // ends with the response, and long cells as tasks of the io.modelcontextprotocol/tasks extension.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import {
+  CancelTaskResultV2Schema,
+  CreateTaskResultV2Schema,
+  GetTaskResultV2Schema,
+  hasTaskServerCapabilityV2,
+} from "@modelcontextprotocol/ext-tasks/core/v2";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { waitFor } from "../support/harness.ts";
@@ -21,6 +27,13 @@ afterAll(async () => {
   await s.close();
 });
 
+/** Checks a result against the tasks extension's own wire schema (its package's, not ours). */
+function conforms(schema: { safeParse(value: unknown): { success: boolean; error?: unknown } }, value: unknown) {
+  const parsed = schema.safeParse(value);
+  expect(parsed.error).toBeUndefined();
+  expect(parsed.success).toBe(true);
+}
+
 /** A cell in the default session, with the session id a 2026 client must pass. */
 function cell(code: string, extra: Record<string, unknown> = {}, meta: Record<string, unknown> = {}) {
   return s.request("tools/call", {
@@ -37,6 +50,7 @@ describe("the stateless handshake", () => {
     expect(result.supportedVersions).toEqual(["2026-07-28"]);
     expect(result.capabilities.tools).toBeDefined();
     expect(result.capabilities.extensions).toEqual({ "io.modelcontextprotocol/tasks": {} });
+    expect(hasTaskServerCapabilityV2(result.capabilities)).toBe(true);
     expect(result.capabilities.tasks).toBeUndefined();
     expect(result.resultType).toBe("complete");
     expect(result._meta["io.modelcontextprotocol/serverInfo"].name).toBe("repl-mcp");
@@ -168,9 +182,11 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
       envelope(TASKS),
     );
     const task = reply.result;
+    conforms(CreateTaskResultV2Schema, task);
     expect(task).toMatchObject({ resultType: "task", status: "working", ttlMs: expect.any(Number) });
     expect(task.pollIntervalMs).toBeGreaterThan(0);
     const working = (await s.request("tasks/get", { taskId: task.taskId })).result;
+    conforms(GetTaskResultV2Schema, working);
     expect(working).toMatchObject({ resultType: "complete", taskId: task.taskId, status: "working" });
     expect(working.result).toBeUndefined();
     let done: Record<string, any> = working;
@@ -182,6 +198,7 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
       { timeoutMs: 20_000, what: "the task to finish" },
     );
     expect(done.status).toBe("completed");
+    conforms(GetTaskResultV2Schema, done);
     expect(done.result.structuredContent).toMatchObject({
       run_id: task.taskId,
       value: "late",
@@ -216,6 +233,7 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
     const taskId = reply.result.taskId;
     const ack = await s.request("tasks/cancel", { taskId });
     expect(ack.result).toMatchObject({ resultType: "complete" });
+    conforms(CancelTaskResultV2Schema, ack.result);
     await waitFor(async () => (await s.request("tasks/get", { taskId })).result.status === "cancelled", {
       timeoutMs: 10_000,
       what: "the task to be cancelled",
