@@ -74,6 +74,24 @@ const TaskId = v.object({ taskId: v.string() });
 const LegacyTaskList = v.optional(v.object({ cursor: v.optional(v.string()) }));
 type CallParams = { name?: unknown; arguments?: unknown; task?: { ttl?: number } };
 
+/**
+ * The requests a 2026-07-28 instance answers (the SDK answers server/discover and subscriptions/listen
+ * itself). Any other method is not found; over HTTP the revision wants that said with 404, which the SDK
+ * does only for methods no handler could take, and our fallback handler (tools/call) takes every method.
+ */
+export const MODERN_REQUESTS: ReadonlySet<string> = new Set([
+  "server/discover",
+  "subscriptions/listen",
+  "tools/list",
+  "tools/call",
+  "resources/list",
+  "resources/templates/list",
+  "resources/read",
+  "tasks/get",
+  "tasks/cancel",
+  "tasks/update",
+]);
+
 /** One MCP server instance for one client in one era. */
 export function createServer(ctx: ServerContext, era: Era): Server {
   const server = new Server(

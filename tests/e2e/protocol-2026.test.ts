@@ -2,14 +2,14 @@
 // the cache fields, -32022 for a revision we do not serve, the session_id rules (A3, A5), progress that
 // ends with the response, and long cells as tasks of the io.modelcontextprotocol/tasks extension.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import {
   CancelTaskResultV2Schema,
   CreateTaskResultV2Schema,
   GetTaskResultV2Schema,
   hasTaskServerCapabilityV2,
 } from "@modelcontextprotocol/ext-tasks/core/v2";
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { waitFor } from "../support/harness.ts";
 import { envelope, RawServer } from "../support/raw.ts";
 
@@ -28,7 +28,10 @@ afterAll(async () => {
 });
 
 /** Checks a result against the tasks extension's own wire schema (its package's, not ours). */
-function conforms(schema: { safeParse(value: unknown): { success: boolean; error?: unknown } }, value: unknown) {
+function conforms(
+  schema: { safeParse(value: unknown): { success: boolean; error?: unknown } },
+  value: unknown,
+) {
   const parsed = schema.safeParse(value);
   expect(parsed.error).toBeUndefined();
   expect(parsed.success).toBe(true);

@@ -8,12 +8,12 @@
 // after the idle timeout, like a legacy MCP session.
 import { createHash } from "node:crypto";
 import { createMcpHandler, type McpHttpHandler } from "@modelcontextprotocol/server";
-import { describe } from "../../errors.ts";
+import { describe, JSONRPC_METHOD_NOT_FOUND } from "../../errors.ts";
 import { HTTP_SSE_BACKLOG_MAX_BYTES, MCP_MESSAGE_MAX_BYTES } from "../../limits.ts";
 import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
 import { SessionScope } from "../../sessions/scope.ts";
-import { clientContext, createServer } from "../server.ts";
+import { clientContext, createServer, MODERN_REQUESTS } from "../server.ts";
 import type { ServerContext } from "../tools/tool.ts";
 import { Backlog, withBoundedStream } from "./backlog.ts";
 
@@ -59,6 +59,11 @@ export class Principals {
    * when a new principal would need a session slot and none is free.
    */
   async serve(request: Request, body: unknown, token: string | undefined): Promise<Response | undefined> {
+    const { id, method } = (body ?? {}) as { id?: unknown; method?: unknown };
+    if (id !== undefined && typeof method === "string" && !MODERN_REQUESTS.has(method)) {
+      const error = { code: JSONRPC_METHOD_NOT_FOUND, message: "Method not found" };
+      return Response.json({ jsonrpc: "2.0", id, error }, { status: 404 });
+    }
     const key = token === undefined ? "anonymous" : createHash("sha256").update(token).digest("hex");
     const principal = this.byKey.get(key) ?? this.admit(key);
     if (!principal) return undefined;
