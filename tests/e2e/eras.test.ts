@@ -32,7 +32,7 @@ const transports: Record<string, (era: Era) => Promise<Connected>> = {
   http: async (era) => {
     const server = await HttpServer.start();
     cleanups.push(() => server.stop());
-    const client = await server.connect({}, { era });
+    const client = await server.connect(server.auth, { era });
     return { client, dir: server.dir, transportSession: client.transport.sessionId };
   },
 };
