@@ -28,8 +28,12 @@ export class HttpServer {
   }
 
   /** Starts the server and waits for its URL line; `expectExit` instead waits for it to refuse. */
-  static async start(args: string[] = [], env: Record<string, string> = {}): Promise<HttpServer> {
-    const server = HttpServer.spawn(args, env);
+  static async start(
+    args: string[] = [],
+    env: Record<string, string> = {},
+    beforeStart?: (project: string) => void,
+  ): Promise<HttpServer> {
+    const server = HttpServer.spawn(args, env, beforeStart);
     await waitFor(() => server.url !== "" || server.proc.exitCode !== null, {
       timeoutMs: 15_000,
       what: "the URL line on stderr",
@@ -38,8 +42,14 @@ export class HttpServer {
     return server;
   }
 
-  static spawn(args: string[], env: Record<string, string> = {}): HttpServer {
+  /** `beforeStart` prepares the project directory (e.g. writes .mcp.json) before the server starts. */
+  static spawn(
+    args: string[],
+    env: Record<string, string> = {},
+    beforeStart?: (project: string) => void,
+  ): HttpServer {
     const server = new HttpServer();
+    beforeStart?.(server.project);
     server.proc = Bun.spawn([BINARY, "--transport", "http", "--port", "0", ...args], {
       cwd: server.project,
       env: {
