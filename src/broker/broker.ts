@@ -22,7 +22,7 @@ import {
   type Journal,
   type JournalRecord,
 } from "./journal.ts";
-import { peerProblem, timedOut } from "./peer-fault.ts";
+import { ownCause, peerProblem, timedOut } from "./peer-fault.ts";
 import { type ExclusionReason, loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
 import { Semaphore } from "./semaphore.ts";
 
@@ -218,6 +218,13 @@ export class Broker {
           "MCP deadline exceeded; external outcome is unknown, request was not retried",
         );
       }
+      const refused = this.refusedCredentials(error, connection);
+      if (refused) {
+        throw new ReplError(
+          "CREDENTIALS_MISSING",
+          `${refused.message}. The peer refused the request before running it; it was not retried`,
+        );
+      }
       const problem = peerProblem(error, connection.failure);
       if (problem) {
         throw new ReplError(
@@ -275,6 +282,8 @@ export class Broker {
       if (timedOut(error)) {
         throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while listing tools");
       }
+      const refused = this.refusedCredentials(error, connection);
+      if (refused) throw refused;
       const problem = peerProblem(error, connection.failure);
       if (problem) throw new ReplError("MCP_PROTOCOL", `${problem} while tools were listed`);
       throw new ReplError(
@@ -282,6 +291,17 @@ export class Broker {
         "MCP transport or protocol error while listing tools; peer details are omitted",
       );
     }
+  }
+
+  /**
+   * A peer that refused even renewed credentials (a second 401, see http-transport.ts) cannot be used:
+   * its connection is dropped and the failure remembered as credentials_missing, as at connect.
+   */
+  private refusedCredentials(error: unknown, connection: Connection): ReplError | undefined {
+    const own = ownCause(error);
+    if (own?.code !== "CREDENTIALS_MISSING") return undefined;
+    void this.pool.refused(connection);
+    return own;
   }
 
   private deadline(timeoutSeconds: number): number {

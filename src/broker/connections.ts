@@ -127,6 +127,13 @@ export class ConnectionPool {
     await Promise.all(stale.map((connection) => connection.close()));
   }
 
+  /** Drops a connection whose peer refused our credentials; the next call connects anew after the cooldown. */
+  async refused(connection: Connection): Promise<void> {
+    this.failures.set(connection.key, { at: Date.now(), kind: "credentials_missing" });
+    if (this.live.get(connection.key) === connection) this.live.delete(connection.key);
+    await connection.close();
+  }
+
   async closeAll(): Promise<void> {
     const all = [...this.live.values()];
     this.live.clear();

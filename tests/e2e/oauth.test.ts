@@ -484,6 +484,27 @@ describe("client credentials", () => {
     expect(error + harness.stderr + JSON.stringify(explained)).not.toContain("wrong-secret-value-77");
   }, 30_000);
 
+  // Issue 20, defects 2 and 3: neither a JSON-RPC error from a healthy peer nor a result too large to
+  // deliver says anything about the transport, so the next call keeps it (no second initialize).
+  test("a JSON-RPC error and an undeliverable result keep the connection and its session", async () => {
+    const { peer } = await protectedPeer(ccEnv);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
+    expect(await errorOf(harness, "mcp.call('web', 'flaky')")).toStartWith("MCP transport or protocol error");
+    expect(await value(harness, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
+    expect(await errorOf(harness, "mcp.call('web', 'big', arguments={'bytes': 950000})")).toContain(
+      "MCP returned a known outcome for call",
+    );
+    const counts = await value(harness, "mcp.call('web', 'count')['structuredContent']");
+    expect(counts).toEqual({ tools_call: 4, initialize: 1, sessions: 1 });
+    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual([
+      "outcome_unknown",
+      "completed",
+      "completed",
+      "completed",
+    ]);
+  }, 30_000);
+
   test("an oversized result is a known outcome, journaled completed and never retried", async () => {
     const { peer } = await protectedPeer(ccEnv);
     const { dir, registry } = project({ web: ccEntry(peer.url) });
@@ -492,5 +513,73 @@ describe("client credentials", () => {
     expect(error).toContain("MCP returned a known outcome for call");
     expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed"]);
     expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+  }, 30_000);
+});
+
+// Issue 20, defect 7: a token the peer stops accepting on a live connection (revoked, or expired early)
+// is renewed once, under the credential lock, and the refused request is sent once more: a 401 means the
+// peer refused it before running it. A second 401 is reported as missing credentials.
+describe("a token refused on a live connection", () => {
+  const ccEnv = { AS_CC_CLIENT_ID: "svc-robot", AS_CC_CLIENT_SECRET: "cc-secret-value-42" };
+  const ccEntry = (url: string) => ({
+    type: "http",
+    url,
+    oauth: { grantType: "client_credentials", clientId: "${CC_ID}", clientSecret: "${CC_SECRET}" },
+  });
+  const ccSecrets = { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" };
+  const post = (url: string) => fetch(url, { method: "POST" });
+
+  test("client_credentials: a new token, the call repeated once, on the same connection", async () => {
+    const { as, peer, grants } = await protectedPeer(ccEnv);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, ccSecrets);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    await post(`${as.url}/revoke`);
+    // The refused request never ran; the repeated one ran once.
+    const counts = await value(harness, "mcp.call('web', 'count')['structuredContent']");
+    expect(counts).toEqual({ tools_call: 2, initialize: 1, sessions: 1 });
+    expect(await grants("client_credentials")).toHaveLength(2);
+    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed", "completed"]);
+  }, 30_000);
+
+  test("authorization_code: refreshed with the refresh token under the lock, the rotation saved", async () => {
+    const { as, peer, grants } = await protectedPeer();
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    const run = startLogin(dir, registry);
+    const [, url] = await run.firstLines();
+    expect((await browse(url as string)).status).toBe(200);
+    expect((await run.finish()).code).toBe(0);
+    const first = JSON.parse(readFileSync(credentials, "utf8"));
+    const harness = await serverFor(dir, registry);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    await post(`${as.url}/revoke`);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+      tools_call: 2,
+      initialize: 1,
+      sessions: 1,
+    });
+    expect(await grants("refresh_token")).toHaveLength(1);
+    const saved = JSON.parse(readFileSync(credentials, "utf8"));
+    expect(saved.token_response.refresh_token).not.toBe(first.token_response.refresh_token);
+    expect(saved.token_response.access_token).not.toBe(first.token_response.access_token);
+    for (const secret of secretsIn(first)) expect(harness.stderr).not.toContain(secret);
+  }, 60_000);
+
+  test("a renewed token refused too is reported as missing credentials, and nothing ran", async () => {
+    const { as, peer, grants } = await protectedPeer(ccEnv);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, ccSecrets);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    await post(`${as.url}/refuse-all`);
+    const error = await errorOf(harness, "mcp.call('web', 'flaky')");
+    expect(error).toContain("MCP HTTP peer refused a renewed OAuth token (401)");
+    expect(error).toContain("check oauth.clientId, oauth.clientSecret and scopes");
+    expect(await grants("client_credentials")).toHaveLength(2);
+    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual([
+      "completed",
+      "outcome_unknown",
+    ]);
+    expect(error + harness.stderr).not.toContain("cc-secret-value-42");
   }, 30_000);
 });
