@@ -271,3 +271,64 @@ test("a journal that cannot be updated after a call completed says so, and the c
   expect(refused).toStartWith("MCP call was not sent: the durable journal could not be updated");
   expect(await value(harness, "len(mcp.journal())")).toBe(1);
 }, 30_000);
+
+// Issue 20, defect 1: the answer must not run ahead of the file. A call that timed out after dispatch
+// used to come back while the file still said "dispatched" (the memory already said outcome_unknown).
+test("a call that times out after dispatch is outcome_unknown on disk before the cell hears of it", async () => {
+  const dir = journalDir();
+  const journal = join(dir, "journal.json");
+  const harness = await server(journal);
+  const result = await value(
+    harness,
+    [
+      "import json",
+      "mcp.list_tools('peer')  # connected and listed, so the slow call is dispatched at once",
+      "try:",
+      "    mcp.call('peer', 'slow_write', arguments={'path': '/nonexistent/never', 'seconds': 3}, timeout=0.05)",
+      "    error = None",
+      "except Exception as e:",
+      "    error = str(e)",
+      // Read the file the moment the error arrives, from inside the cell: nothing can have caught up.
+      `on_disk = [r['status'] for r in json.load(open(${JSON.stringify(journal)}))]`,
+      "[error, on_disk, [r['status'] for r in mcp.journal()]]",
+    ].join("\n"),
+  );
+  expect(result[0]).toContain("MCP deadline exceeded; external outcome is unknown");
+  expect(result[1]).toEqual(["outcome_unknown"]);
+  expect(result[2]).toEqual(["outcome_unknown"]);
+});
+
+test("when an unknown outcome cannot be written, the call says both", async () => {
+  const path = join(journalDir(), "journal.json");
+  const harness = await server(path);
+  await value(harness, "mcp.list_tools('peer')\nNone");
+  const started = (
+    await harness.call("python_start", {
+      code: [
+        "try:",
+        "    mcp.call('peer', 'slow_write', arguments={'path': '/nonexistent/never', 'seconds': 8}, timeout=2)",
+        "    out = 'no error'",
+        "except Exception as e:",
+        "    out = str(e)",
+        "out",
+      ].join("\n"),
+    })
+  ).structuredContent;
+  await waitFor(() => onDisk(path).some((entry) => entry.status === "dispatched"), {
+    timeoutMs: 3_000,
+    what: "the dispatched record on disk",
+  });
+  rmSync(path);
+  mkdirSync(path);
+  let finished: Record<string, any> = {};
+  await waitFor(
+    async () => {
+      finished = (await harness.call("python_run", { run_id: started.run_id })).structuredContent;
+      return "success" in finished;
+    },
+    { timeoutMs: 15_000, what: "the call to time out" },
+  );
+  expect(finished.value).toStartWith("MCP call outcome is unknown (it was sent and may have taken effect)");
+  expect(finished.value).toContain("the durable journal could not record that");
+  expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["outcome_unknown"]);
+}, 30_000);
