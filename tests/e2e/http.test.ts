@@ -400,3 +400,21 @@ describe("refusals", () => {
     }
   });
 });
+
+// Issue 20, defect 6: the journal is server-wide, but a client lists only its own sessions' records.
+test("mcp.journal() over HTTP lists the calling client's records only", async () => {
+  const peer = join(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
+  const server = await HttpServer.start([], {}, (project) =>
+    writeFileSync(
+      join(project, ".mcp.json"),
+      JSON.stringify({ mcpServers: { peer: { command: process.execPath, args: [peer] } } }),
+    ),
+  );
+  servers.push(server);
+  const [a, b] = await Promise.all([server.connect(), server.connect()]);
+  expect((await a.run("mcp.text(mcp.call('peer', 'echo', text='a'))")).value).toBe("a");
+  expect((await b.run("mcp.text(mcp.call('peer', 'echo', text='b'))")).value).toBe("b");
+  const sessions = await Promise.all([a.sessionId(), b.sessionId()]);
+  expect((await a.run("[r['session_id'] for r in mcp.journal()]")).value).toEqual([sessions[0]]);
+  expect((await b.run("[r['session_id'] for r in mcp.journal()]")).value).toEqual([sessions[1]]);
+});
