@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { ProtocolError } from "@modelcontextprotocol/client";
 import { type Era, Harness, MODERN_VERSION, type ToolClient } from "../support/harness.ts";
 import { HttpServer } from "../support/http.ts";
+import { RawServer } from "../support/raw.ts";
 
 const NO_SESSION = "Pass session_id from python_health or python_session_open to reference persistent state";
 
@@ -83,3 +84,58 @@ for (const [name, connect] of Object.entries(transports)) {
     });
   });
 }
+
+// Each legacy revision a client may open with gets that revision back and a working session of cells,
+// over stdio and over HTTP, from the same binary that serves 2026-07-28.
+describe("every legacy revision", () => {
+  for (const version of ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]) {
+    test(`${version} over stdio and HTTP: initialize answers it, cells keep their state`, async () => {
+      const raw = await RawServer.start({ era: "none" });
+      cleanups.push(() => raw.close());
+      const opened = await raw.request("initialize", {
+        protocolVersion: version,
+        capabilities: {},
+        clientInfo: { name: "legacy", version: "0" },
+      });
+      expect(opened.result.protocolVersion).toBe(version);
+      raw.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      expect((await raw.run("n = 20")).success).toBe(true);
+      expect((await raw.run("n + 1")).value).toBe(21);
+
+      const server = await HttpServer.start();
+      cleanups.push(() => server.stop());
+      const init = await server.post(
+        JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: {
+            protocolVersion: version,
+            capabilities: {},
+            clientInfo: { name: "legacy", version: "0" },
+          },
+        }),
+      );
+      const session = init.headers.get("mcp-session-id") as string;
+      expect(session).toBeTruthy();
+      const events = await init.text();
+      expect(events).toContain(`"protocolVersion":"${version}"`);
+      const headers = { "mcp-session-id": session, "mcp-protocol-version": version };
+      await server.post(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }), headers);
+      const cell = (id: number, code: string) =>
+        server
+          .post(
+            JSON.stringify({
+              jsonrpc: "2.0",
+              id,
+              method: "tools/call",
+              params: { name: "execute_python", arguments: { code } },
+            }),
+            headers,
+          )
+          .then((response) => response.text());
+      expect(await cell(2, "m = 41")).toContain('"success":true');
+      expect(await cell(3, "m + 1")).toContain('"value":42');
+    });
+  }
+});

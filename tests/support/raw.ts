@@ -10,9 +10,9 @@ export interface RawOptions {
   beforeStart?: (project: string) => void;
   /**
    * "legacy" (default): an `initialize` handshake first. "modern": no handshake; every request carries
-   * the 2026-07-28 `_meta` envelope (see `envelope`).
+   * the 2026-07-28 `_meta` envelope (see `envelope`). "none": nothing is sent; the test opens itself.
    */
-  era?: "legacy" | "modern";
+  era?: "legacy" | "modern" | "none";
 }
 
 /** The 2026-07-28 per-request envelope; `capabilities` are the client capabilities it declares. */
@@ -72,7 +72,7 @@ export class RawServer {
     });
     const server = new RawServer(proc, dir, project, tag);
     if (options.era === "modern") server.meta = envelope();
-    else await server.initialize();
+    else if (options.era !== "none") await server.initialize();
     return server;
   }
 
