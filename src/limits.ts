@@ -105,6 +105,11 @@ export const DISPLAY_IMAGE_INLINE_MAX_BYTES = 524_288;
 export const DISPLAY_IMAGES_RESPONSE_MAX_BYTES = 786_432;
 /** The largest image assembled from the worker's chunks: its own 8 MiB cap, in base64. */
 export const DISPLAY_IMAGE_ASSEMBLY_MAX_BYTES = 11_184_812;
+/**
+ * Inline pictures one session's run history holds, base64 characters: four results' worth, so the
+ * latest four runs always keep theirs. Older runs' pictures become artifacts (README "Pictures").
+ */
+export const HISTORY_INLINE_IMAGES_MAX_BYTES = 4 * DISPLAY_IMAGES_RESPONSE_MAX_BYTES;
 /** Set-aside displays kept as artifacts per run, so one plotting loop cannot evict every other artifact. */
 export const DISPLAY_ARTIFACTS_PER_RUN = 8;
 /** Base64 held for set-aside displays of one run until they are stored (about 24 MiB of pictures). */
