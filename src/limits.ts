@@ -231,6 +231,11 @@ export const ARTIFACT_UPLOADS_MAX = 4;
 export const ARTIFACT_CHUNK_BYTES = 32_768;
 /** base64 of one chunk: ceil(32768 / 3) * 4. */
 export const ARTIFACT_CHUNK_BASE64_CHARS = 43_692;
+/**
+ * One piece of an upload whose bytes the worker wrote into a file handed over to the server (Linux):
+ * the server reads and hashes each piece while the worker writes the next.
+ */
+export const ARTIFACT_PIECE_MAX_BYTES = 1_048_576;
 /** Nesting accepted when a JSON artifact is checked (the parser limit of the reference). */
 export const ARTIFACT_JSON_MAX_DEPTH = 128;
 /** HTTP transport: the TCP port when --port is not given. */
