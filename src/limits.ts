@@ -107,7 +107,7 @@ export const DISPLAY_IMAGES_RESPONSE_MAX_BYTES = 786_432;
 export const DISPLAY_IMAGE_ASSEMBLY_MAX_BYTES = 11_184_812;
 /**
  * Inline pictures one session's run history holds, base64 characters: four results' worth, so the
- * latest four runs always keep theirs. Older runs' pictures become artifacts (README "Pictures").
+ * latest four runs always keep theirs. Older runs' pictures become artifacts (docs/tools.md, "Pictures").
  */
 export const HISTORY_INLINE_IMAGES_MAX_BYTES = 4 * DISPLAY_IMAGES_RESPONSE_MAX_BYTES;
 /** Set-aside displays kept as artifacts per run, so one plotting loop cannot evict every other artifact. */
