@@ -31,19 +31,23 @@ interface Sample {
   fds: number;
   processes: number;
   ms: number;
+  /** At a phase's end: the highest RSS seen during the phase (read every 10 steps). */
+  peakKiB?: number;
 }
 
 const samples: Sample[] = [];
 const began = performance.now();
 
-function sample(served: Served, label: string): void {
+function sample(served: Served, label: string, peakKiB?: number): void {
   const pid = served.pid;
+  const rss = rssKiB(pid) ?? Number.NaN;
   samples.push({
     label,
-    rssKiB: rssKiB(pid) ?? Number.NaN,
+    rssKiB: rss,
     fds: readdirSync(`/proc/${pid}/fd`).length,
     processes: processTree(pid).length,
     ms: performance.now() - began,
+    peakKiB: peakKiB === undefined ? undefined : Math.max(peakKiB, rss),
   });
   const last = samples.at(-1) as Sample;
   console.error(
@@ -57,11 +61,13 @@ async function cell(served: Served, code: string, args: Record<string, unknown> 
 }
 
 async function phase(served: Served, label: string, n: number, step: (i: number) => Promise<void>) {
+  let peak = 0;
   for (let i = 0; i < n; i++) {
     await step(i);
+    if (i % 10 === 0) peak = Math.max(peak, rssKiB(served.pid) ?? 0);
     if (i === Math.floor(n / 2)) sample(served, `${label} (middle)`);
   }
-  sample(served, `${label} (end, ${n})`);
+  sample(served, `${label} (end, ${n})`, peak);
 }
 
 /** 1,000 cells that each return a plot, in a session of an interpreter that has matplotlib. */
@@ -97,11 +103,13 @@ function plotVerdict(): string | undefined {
   const plotted = samples.find((s) => s.label.startsWith("plots (end"));
   if (!plain || !plotted) return undefined;
   const ratio = plotted.rssKiB / plain.rssKiB;
+  const peaks = (plotted.peakKiB ?? Number.NaN) / (plain.peakKiB ?? Number.NaN);
   const mib = (kib: number) => `${(kib / 1024).toFixed(1)} MiB`;
   const verdict = ratio <= PLOT_RSS_TARGET ? "PASS" : "MISS";
   return (
     `server RSS after the plots ${mib(plotted.rssKiB)} / after the plain cells ${mib(plain.rssKiB)} = ` +
-    `${ratio.toFixed(2)}× (target ≤ ${PLOT_RSS_TARGET}×) ${verdict}`
+    `${ratio.toFixed(2)}× (target ≤ ${PLOT_RSS_TARGET}×) ${verdict}; highest during each phase ` +
+    `${mib(plotted.peakKiB ?? Number.NaN)} / ${mib(plain.peakKiB ?? Number.NaN)} = ${peaks.toFixed(2)}×`
   );
 }
 
@@ -164,10 +172,11 @@ async function main(): Promise<void> {
   const first = samples[0] as Sample;
   console.log(
     table(
-      ["point", "server RSS", "Δ RSS vs start", "open fds", "processes", "elapsed"],
+      ["point", "server RSS", "phase peak", "Δ RSS vs start", "open fds", "processes", "elapsed"],
       samples.map((s) => [
         s.label,
         `${(s.rssKiB / 1024).toFixed(1)} MiB`,
+        s.peakKiB === undefined ? "" : `${(s.peakKiB / 1024).toFixed(1)} MiB`,
         `${((s.rssKiB - first.rssKiB) / 1024).toFixed(1)} MiB`,
         String(s.fds),
         String(s.processes),
