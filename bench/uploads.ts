@@ -1,4 +1,4 @@
-// Part three of `npm run bench`: `artifact()` of a 16 MiB value from a cell, side by side in the same
+// Part four of `npm run bench`: `artifact()` of a 16 MiB value from a cell, side by side in the same
 // cells with the cell writing the same bytes to a file (the baseline), with the other ways an upload
 // can go for context: base64 chunks in frames with their window, and one chunk per round trip.
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -100,7 +100,7 @@ async function main(): Promise<void> {
       return [label, formatMs(ms), formatRatio(ms / file)];
     };
     console.log(
-      `\n7. a 16 MiB value from a cell, medians of ${ROUNDS} rounds (contenders rotate within each cell)`,
+      `\n8. a 16 MiB value from a cell, medians of ${ROUNDS} rounds (contenders rotate within each cell)`,
     );
     console.log(
       table(
