@@ -247,6 +247,8 @@ CHECKPOINT_MAX_BYTES = 262_144
 CHECKPOINT_MAX_ENTRIES = 256
 ARTIFACT_MAX_BYTES = 16_777_216
 ARTIFACT_CHUNK_BYTES = 32_768
+ARTIFACT_WINDOW = 8                  # upload appends in flight before the oldest answer is awaited
+ARTIFACT_HANDOVER_MIN_BYTES = 262_144  # from this size, bytes go through a file the server adopts (Linux)
 ARTIFACT_READ_MAX_BYTES = 65_536
 ARTIFACT_JSON_MAX_DEPTH = 32
 ARTIFACT_JSON_MAX_NODES = 100_000
@@ -938,8 +940,12 @@ class _CommandChannel:
         exchange, so it can never cut a frame or the hand-back of the fd in half; the gate's wake-up
         pipe ends the poll, and the deferred interrupt is raised on the way out.
         """
-        if not self.reads_here():
+        if pending is None:  # send only; the answer is read by whichever thread reads next
             send()
+            return True
+        if not self.reads_here():
+            if send is not None:
+                send()
             return pending.event.wait(timeout)
         deadline = time.monotonic() + timeout
         token = GATE.hold(self._main)
@@ -948,7 +954,8 @@ class _CommandChannel:
                 lent, self._lent = self._lent, False
                 self._watch.remove()
             try:
-                send()
+                if send is not None:
+                    send()
                 return self._read_until(pending, deadline)
             finally:
                 if lent:
@@ -2603,6 +2610,33 @@ class _Bridge:
                 self._give_up(pending)
         return _unwrap(pending)
 
+    def pipeline(self, op, params_seq, window, wait):
+        """Sends one `op` request per params, at most `window` unanswered at a time, and returns the
+        last answer. The server handles them in the order sent. The first failure raises once it is
+        read; the requests still unanswered are then given up."""
+        run_id = self._owner()
+        here = self.commands.reads_here()
+        sent = collections.deque()
+        result = None
+        try:
+            for params in params_seq:
+                pending = self._register(run_id, event=None if here else threading.Event())
+                sent.append(pending)
+                oldest = sent[0] if len(sent) > window else None
+                if not self.commands.exchange(lambda: self._post(pending, op, params), oldest, wait):
+                    raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait)
+                if oldest is not None:
+                    result = _unwrap(sent.popleft())
+            while sent:
+                if not self.commands.exchange(None, sent[0], wait):
+                    raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait)
+                result = _unwrap(sent.popleft())
+            return result
+        finally:
+            for pending in sent:
+                if not pending.done:
+                    self._give_up(pending)
+
     async def arequest(self, op, params, wait):
         import asyncio
 
@@ -2744,9 +2778,10 @@ class _Mcp:
 # =====================================================================================================
 # Artifacts (the artifact helpers and auto-artifacts)
 #
-# A value becomes an artifact by uploading its bytes to the server in chunks (begin, appends at the
-# current size, commit; abort on any failure), through the same bridge as mcp.call, so the upload belongs
-# to the active cell. JSON artifacts are built only from exact builtins, read through type() and C-level
+# A value becomes an artifact by uploading its bytes to the server (begin, appends at the current size,
+# several in flight, commit; abort on any failure), through the same bridge as mcp.call, so the upload
+# belongs to the active cell. Large values are written into an unnamed file the server adopts (Linux);
+# the appends then carry only sizes. JSON artifacts are built only from exact builtins, read through type() and C-level
 # container access: a refused value costs no user hook and sends nothing.
 # =====================================================================================================
 class _NotExactJson(ValueError):
@@ -2832,21 +2867,66 @@ def _artifact_bytes(value, format):
 
 
 def _upload(data, format):
-    begun = _BRIDGE.request("artifact.begin", {"format": format}, BRIDGE_OPS_WAIT)
-    upload_id = begun["upload_id"]
+    """Begin, appends (ARTIFACT_WINDOW in flight), commit; abort on any failure. From
+    ARTIFACT_HANDOVER_MIN_BYTES the bytes go into an unnamed file the server adopts, where it can."""
+    fd = _handover_file() if len(data) >= ARTIFACT_HANDOVER_MIN_BYTES else None
     try:
-        view = memoryview(data)
-        for offset in range(0, len(data), ARTIFACT_CHUNK_BYTES):
-            chunk = binascii.b2a_base64(view[offset : offset + ARTIFACT_CHUNK_BYTES], newline=False)
-            params = {"upload_id": upload_id, "offset": offset, "data": chunk.decode("ascii")}
-            _BRIDGE.request("artifact.append", params, BRIDGE_OPS_WAIT)
-        return _BRIDGE.request("artifact.commit", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
-    except BaseException:
+        begun = None
+        if fd is not None:
+            try:
+                begun = _BRIDGE.request("artifact.begin", {"format": format, "fd": fd}, BRIDGE_OPS_WAIT)
+            except ToolError:
+                pass  # this server cannot adopt the file: base64 chunks in frames instead
+        if begun is None:
+            begun = _BRIDGE.request("artifact.begin", {"format": format}, BRIDGE_OPS_WAIT)
+        upload_id = begun["upload_id"]
         try:
-            _BRIDGE.request("artifact.abort", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
+            if "piece_bytes" in begun:
+                appends = _file_pieces(fd, data, upload_id, begun["piece_bytes"])
+            else:
+                appends = _chunks(data, upload_id)
+            _BRIDGE.pipeline("artifact.append", appends, ARTIFACT_WINDOW, BRIDGE_OPS_WAIT)
+            return _BRIDGE.request("artifact.commit", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
         except BaseException:
-            pass  # the server drops unfinished uploads when the cell ends anyway
-        raise
+            try:
+                _BRIDGE.request("artifact.abort", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
+            except BaseException:
+                pass  # the server drops unfinished uploads when the cell ends anyway
+            raise
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _handover_file():
+    """An unnamed file (O_TMPFILE, mode 0600) in the temp directory, or None where none can be made. No
+    other user can open or replace it, and it disappears with its last descriptor, whoever crashes."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is None:
+        return None
+    try:
+        return os.open(os.environ.get("TMPDIR") or "/tmp", flag | os.O_RDWR, 0o600)
+    except OSError:
+        return None  # a file system without O_TMPFILE
+
+
+def _file_pieces(fd, data, upload_id, piece_bytes):
+    """Appends for a handed-over file: each piece is written there before the server is told of it."""
+    view = memoryview(data)
+    for offset in range(0, len(data), piece_bytes):
+        piece = view[offset : offset + piece_bytes]
+        done = 0
+        while done < len(piece):
+            done += os.pwrite(fd, piece[done:], offset + done)
+        yield {"upload_id": upload_id, "offset": offset, "size": len(piece)}
+
+
+def _chunks(data, upload_id):
+    """Appends carrying the bytes themselves, base64 chunks of ARTIFACT_CHUNK_BYTES."""
+    view = memoryview(data)
+    for offset in range(0, len(data), ARTIFACT_CHUNK_BYTES):
+        chunk = binascii.b2a_base64(view[offset : offset + ARTIFACT_CHUNK_BYTES], newline=False)
+        yield {"upload_id": upload_id, "offset": offset, "data": chunk.decode("ascii")}
 
 
 def _artifact_id(ref):

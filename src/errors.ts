@@ -71,6 +71,7 @@ export const ERROR_CODES = [
   "ARTIFACT_UPLOAD_UNKNOWN", //  no unfinished upload with that id
   "ARTIFACT_CHUNK", //           an upload chunk that is malformed or too big
   "ARTIFACT_OFFSET", //          an upload chunk at the wrong offset
+  "ARTIFACT_HANDOVER", //        a file handed over for an upload is not acceptable or changed
   // Anything else is a bug of ours; it is logged with its stack.
   "INTERNAL",
 ] as const;

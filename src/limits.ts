@@ -119,6 +119,11 @@ export const DISPLAY_IMAGE_INLINE_MAX_BYTES = 524_288;
 export const DISPLAY_IMAGES_RESPONSE_MAX_BYTES = 786_432;
 /** The largest image assembled from the worker's chunks: its own 8 MiB cap, in base64. */
 export const DISPLAY_IMAGE_ASSEMBLY_MAX_BYTES = 11_184_812;
+/**
+ * Inline pictures one session's run history holds, base64 characters: four results' worth, so the
+ * latest four runs always keep theirs. Older runs' pictures become artifacts (docs/tools.md, "Pictures").
+ */
+export const HISTORY_INLINE_IMAGES_MAX_BYTES = 4 * DISPLAY_IMAGES_RESPONSE_MAX_BYTES;
 /** Set-aside displays kept as artifacts per run, so one plotting loop cannot evict every other artifact. */
 export const DISPLAY_ARTIFACTS_PER_RUN = 8;
 /** Base64 held for set-aside displays of one run until they are stored (about 24 MiB of pictures). */
@@ -248,6 +253,11 @@ export const ARTIFACT_UPLOADS_MAX = 4;
 export const ARTIFACT_CHUNK_BYTES = 32_768;
 /** base64 of one chunk: ceil(32768 / 3) * 4. */
 export const ARTIFACT_CHUNK_BASE64_CHARS = 43_692;
+/**
+ * One piece of an upload whose bytes the worker wrote into a file handed over to the server (Linux):
+ * the server reads and hashes each piece while the worker writes the next.
+ */
+export const ARTIFACT_PIECE_MAX_BYTES = 1_048_576;
 /** Nesting accepted when a JSON artifact is checked (the parser limit of the reference). */
 export const ARTIFACT_JSON_MAX_DEPTH = 128;
 /** HTTP transport: the TCP port when --port is not given. */

@@ -44,4 +44,10 @@ export const ArtifactMessages = {
   uploadUnknown: "Artifact upload unknown, finished, or begun by another cell",
   uploadOffset: "Artifact upload offset mismatch; do not replay an append",
   uploadChunk: "Artifact upload chunk must be base64 of at most 32768 bytes",
+  uploadPiece:
+    "Artifact upload piece must be 1..1048576 bytes already written to the handed-over file, and only an upload begun with a file takes pieces",
+  handoverUnavailable: "Artifact file handover needs Linux /proc; send the bytes as chunks",
+  handoverRefused:
+    "Artifact file handover refused: the descriptor must be an empty, unnamed (O_TMPFILE) regular file of this user, private to it; send the bytes as chunks",
+  handoverChanged: "Artifact handover file does not hold exactly the bytes appended; upload it again",
 } as const;

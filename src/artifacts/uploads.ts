@@ -1,10 +1,14 @@
-// Uploads of values from cells: begin, appends of ≤ 32 KiB chunks at the current size, then commit (or
-// abort). Each upload belongs to the session and the run that began it, writes straight into a private
-// file and hashes as it goes, so committing a 16 MiB value costs no second pass over binary content.
+// Uploads of values from cells: begin, appends at the current size, then commit (or abort). An append
+// carries a chunk of ≤ 32 KiB in base64, or — when the upload began with a file the worker handed over
+// (file.ts, adopt) — only the size of the next piece the worker wrote into that file itself. Each upload
+// belongs to the session and the run that began it, lands in a private file and is hashed as it goes,
+// so committing a 16 MiB value costs no second pass over binary content. Appends are handled in the
+// order they arrive, so a worker may keep several in flight.
 import {
   ARTIFACT_CHUNK_BASE64_CHARS,
   ARTIFACT_CHUNK_BYTES,
   ARTIFACT_MAX_BYTES,
+  ARTIFACT_PIECE_MAX_BYTES,
   ARTIFACT_UPLOADS_MAX,
 } from "../limits.ts";
 import { checkContent, fail } from "./content.ts";
@@ -18,6 +22,8 @@ interface Upload {
   runId: string | null;
   format: ArtifactFormat;
   file: PrivateFile;
+  /** The worker writes the bytes into `file` itself; appends only say how far. */
+  handedOver: boolean;
   size: number;
   hash: Bun.CryptoHasher;
   /** Appends are written in order; commit waits for the last one. */
@@ -31,6 +37,8 @@ export class Uploads {
   private readonly open = new Map<string, Upload>();
   /** Slots taken by begins still creating their file. */
   private starting = 0;
+  /** Where the pieces of handed-over uploads are read to be hashed. */
+  private scratch: Buffer | undefined;
 
   constructor(private readonly store: ArtifactStore) {}
 
@@ -38,12 +46,18 @@ export class Uploads {
     return this.open.size + this.starting;
   }
 
-  async begin(owner: string, runId: string | null, format: ArtifactFormat) {
+  /** `handover`: the worker's descriptor of an unnamed file it will write the bytes into. */
+  async begin(
+    owner: string,
+    runId: string | null,
+    format: ArtifactFormat,
+    handover?: { pid: number; fd: number },
+  ) {
     if (this.unfinished >= ARTIFACT_UPLOADS_MAX) throw fail(M.uploadCapacity, "ARTIFACT_UPLOADS");
     this.starting++;
     let file: PrivateFile;
     try {
-      file = await PrivateFile.create();
+      file = handover ? await PrivateFile.adopt(handover.pid, handover.fd) : await PrivateFile.create();
     } finally {
       this.starting--;
     }
@@ -53,33 +67,59 @@ export class Uploads {
       runId,
       format,
       file,
+      handedOver: handover !== undefined,
       size: 0,
       hash: new Bun.CryptoHasher("sha256"),
       writing: Promise.resolve(),
       failed: false,
     };
     this.open.set(upload.id, upload);
-    return { upload_id: upload.id, chunk_bytes: ARTIFACT_CHUNK_BYTES, max_bytes: ARTIFACT_MAX_BYTES };
+    const sizes = { chunk_bytes: ARTIFACT_CHUNK_BYTES, max_bytes: ARTIFACT_MAX_BYTES };
+    return handover
+      ? { upload_id: upload.id, ...sizes, piece_bytes: ARTIFACT_PIECE_MAX_BYTES }
+      : { upload_id: upload.id, ...sizes };
   }
 
-  async append(owner: string, runId: string | null, uploadId: string, offset: number, data: string) {
+  /** The next bytes: a base64 chunk (`data`), or the length of a piece written to a handed-over file. */
+  async append(
+    owner: string,
+    runId: string | null,
+    uploadId: string,
+    offset: number,
+    next: { data: string } | { size: number },
+  ) {
     const upload = this.find(owner, runId, uploadId);
-    if (data.length > ARTIFACT_CHUNK_BASE64_CHARS || data.length % 4 !== 0 || !BASE64.test(data)) {
-      throw fail(M.uploadChunk, "ARTIFACT_CHUNK");
-    }
-    const chunk = Buffer.from(data, "base64");
-    if (chunk.length > ARTIFACT_CHUNK_BYTES) throw fail(M.uploadChunk, "ARTIFACT_CHUNK");
+    const length = "data" in next ? decodedLength(next.data, upload) : pieceLength(next.size, upload);
     if (offset !== upload.size) throw fail(M.uploadOffset, "ARTIFACT_OFFSET");
-    if (upload.size + chunk.length > ARTIFACT_MAX_BYTES) {
+    if (upload.size + length > ARTIFACT_MAX_BYTES) {
       this.discard(upload);
       throw fail(M.tooLarge, "ARTIFACT_TOO_LARGE");
     }
-    // Size and hash advance before the write is awaited, so a replayed append is refused at once.
+    // The size advances before anything is awaited, so a replayed append is refused at once; the file
+    // work is chained, so the hash sees the pieces in order. A piece is read at once, so reading the
+    // pieces in flight overlaps with hashing the ones before.
     const position = upload.size;
-    upload.size += chunk.length;
-    upload.hash.update(chunk);
+    upload.size += length;
+    let work: () => Promise<void>;
+    if ("data" in next) {
+      work = () => {
+        const chunk = Buffer.from(next.data, "base64");
+        upload.hash.update(chunk);
+        return upload.file.write(chunk, position);
+      };
+    } else {
+      work = async () => {
+        // Read and hashed in one go, so one buffer serves every piece of every upload.
+        this.scratch ??= Buffer.allocUnsafe(ARTIFACT_PIECE_MAX_BYTES);
+        const piece = this.scratch.subarray(0, length);
+        if (upload.file.readInto(piece, position) !== length) {
+          throw fail(M.handoverChanged, "ARTIFACT_HANDOVER");
+        }
+        upload.hash.update(piece);
+      };
+    }
     upload.writing = upload.writing.then(() =>
-      upload.file.write(chunk, position).catch((error) => {
+      work().catch((error) => {
         upload.failed = true;
         throw error;
       }),
@@ -94,6 +134,10 @@ export class Uploads {
     try {
       await upload.writing;
       if (upload.failed) throw fail("Artifact upload failed while writing; upload it again", "ARTIFACT_IO");
+      // The worker must not have written past what it appended: the artifact is exactly what was hashed.
+      if (upload.handedOver && (await upload.file.size()) !== upload.size) {
+        throw fail(M.handoverChanged, "ARTIFACT_HANDOVER");
+      }
       if (upload.format !== "binary") checkContent(await upload.file.read(0, upload.size), upload.format);
     } catch (error) {
       await upload.file.close();
@@ -136,4 +180,27 @@ export class Uploads {
     this.open.delete(upload.id);
     void upload.writing.finally(() => upload.file.close()).catch(() => {});
   }
+}
+
+/** A chunk's length once decoded; refuses one that is not base64 of at most 32 KiB, or comes for a file. */
+function decodedLength(data: string, upload: Upload): number {
+  if (
+    upload.handedOver ||
+    data.length > ARTIFACT_CHUNK_BASE64_CHARS ||
+    data.length % 4 !== 0 ||
+    !BASE64.test(data)
+  ) {
+    throw fail(M.uploadChunk, "ARTIFACT_CHUNK");
+  }
+  const padding = data.endsWith("==") ? 2 : data.endsWith("=") ? 1 : 0;
+  const length = (data.length / 4) * 3 - padding;
+  if (length > ARTIFACT_CHUNK_BYTES) throw fail(M.uploadChunk, "ARTIFACT_CHUNK");
+  return length;
+}
+
+function pieceLength(size: number, upload: Upload): number {
+  if (!upload.handedOver || !Number.isInteger(size) || size < 1 || size > ARTIFACT_PIECE_MAX_BYTES) {
+    throw fail(M.uploadPiece, "ARTIFACT_CHUNK");
+  }
+  return size;
 }

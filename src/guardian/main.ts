@@ -5,8 +5,8 @@
 // the child inherits the pipes the server created, so frames flow without an extra hop.
 //
 // One guardian runs beside every worker and stdio peer, so it stays small: it writes its events
-// through a FileSink rather than node:fs (whose module costs about 0.4 MiB of heap per process), and
-// the server starts it without a JIT (see guardian/spawn.ts).
+// through a FileSink rather than node:fs, loads node:fs only to let go of the child's pipes, and the
+// server starts it without a JIT (see guardian/spawn.ts).
 import * as v from "valibot";
 import { GUARDIAN_EVENT_FLUSH_MS, GUARDIAN_SPEC_MAX_BYTES } from "../limits.ts";
 import { waitAtMost } from "../timeout.ts";
@@ -82,6 +82,7 @@ function start(spec: SpawnSpec, exited: () => void): ReturnType<typeof Bun.spawn
     return undefined;
   }
   emit({ type: "spawned", pid: child.pid });
+  releaseChildPipes();
   void child.exited.then(() => {
     emit({
       type: "exit",
@@ -91,4 +92,29 @@ function start(spec: SpawnSpec, exited: () => void): ReturnType<typeof Bun.spawn
     exited();
   });
   return child;
+}
+
+/**
+ * Once the child holds its own copies, the guardian's stdin and stdout (the child's input and output
+ * pipes) become /dev/null. A copy kept here would keep the pipe open after the child closed its end:
+ * the server would see a worker that closed its frame pipe only when the worker exited, and a write to
+ * a child that closed its input would fill the pipe instead of failing. node:fs is loaded here, after
+ * the spawn, because Bun has no lighter way to close a descriptor (a socket adopted with Bun.connect
+ * would be closed too, but turns the shared pipe non-blocking under the child).
+ */
+function releaseChildPipes(): void {
+  const { closeSync, openSync } = require("node:fs") as typeof import("node:fs");
+  for (const [fd, flags] of [
+    [0, "r"],
+    [1, "w"],
+  ] as const) {
+    try {
+      closeSync(fd);
+      // The lowest free descriptor is the one just closed, so /dev/null takes its place.
+      const spare = openSync("/dev/null", flags);
+      if (spare !== fd) closeSync(spare);
+    } catch {
+      // Already closed: nothing of the child's is held here.
+    }
+  }
 }

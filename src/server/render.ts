@@ -3,8 +3,9 @@
 // to artifacts, the structured value for programs, and isError derived from the value itself.
 import type { ArtifactReference } from "../artifacts/reference.ts";
 import { artifactUri } from "../artifacts/uri.ts";
-import { TEXT_PREVIEW_MAX_BYTES, TOOL_RESULT_MAX_BYTES } from "../limits.ts";
+import { HISTORY_INLINE_IMAGES_MAX_BYTES, TEXT_PREVIEW_MAX_BYTES, TOOL_RESULT_MAX_BYTES } from "../limits.ts";
 import { log } from "../log.ts";
+import { sizeText } from "../text/size.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import type { DisplayRecord } from "../worker/displays.ts";
 import { artifactResource } from "./resources.ts";
@@ -59,22 +60,40 @@ function artifactNote(value: Structured): string {
   );
 }
 
-/** One sentence about displays that are not inline, so an agent knows they exist and where they went. */
-function setAsideNote(value: Structured, displays: DisplayRecord[]): string {
-  const aside = displays.filter((display) => !display.inline);
-  if (!aside.length) return "";
-  const count = `${aside.length} display${aside.length === 1 ? "" : "s"}`;
+/**
+ * One sentence per kind of display that is not inline (set aside by the inline limits, or archived
+ * because the run is no longer among the newest), so an agent knows they exist and where they went.
+ */
+function notInlineNote(value: Structured, displays: DisplayRecord[]): string {
+  const aside = displays.filter((display) => !display.inline && !display.archived);
+  const archived = displays.filter((display) => display.archived);
   const limits = "inline limits: 8 displays, 512 KiB per image, 768 KiB of images per result";
-  const stored = aside.filter((display) => display.artifact);
-  const where = stored.length
-    ? ` ${stored.length === aside.length ? "All" : `${stored.length}`} saved as artifacts: ${stored
-        .map(
-          (display) =>
-            `${display.artifact?.id} (${display.mime}, ${artifactUri(String(value.session_id), display.artifact?.id as string)})`,
-        )
-        .join(", ")}; fetch them with artifact_save or as resources.`
-    : " They could not be kept; see structuredContent.displays.";
-  return `\n[${count} not shown inline (${limits}).${where}]`;
+  const age = `only a session's newest runs keep their pictures inline, ${sizeText(HISTORY_INLINE_IMAGES_MAX_BYTES)} in all`;
+  return (
+    (aside.length
+      ? `\n[${count(aside, "display")} not shown inline (${limits}).${where(value, aside)}]`
+      : "") +
+    (archived.length
+      ? `\n[${count(archived, "picture")} no longer shown inline (${age}).${where(value, archived)}]`
+      : "")
+  );
+}
+
+function count(displays: DisplayRecord[], noun: string): string {
+  return `${displays.length} ${noun}${displays.length === 1 ? "" : "s"}`;
+}
+
+function where(value: Structured, displays: DisplayRecord[]): string {
+  const stored = displays.filter((display) => display.artifact);
+  if (!stored.length) return " They could not be kept; see structuredContent.displays.";
+  const listed = stored
+    .map(
+      (display) =>
+        `${display.artifact?.id} (${display.mime}, ${artifactUri(String(value.session_id), display.artifact?.id as string)})`,
+    )
+    .join(", ");
+  const all = stored.length === displays.length ? "All" : `${stored.length}`;
+  return ` ${all} saved as artifacts: ${listed}; fetch them with artifact_save or as resources.`;
 }
 
 /** The content blocks of a run's displays: inline ones, then links to the ones kept as artifacts. */
@@ -97,6 +116,21 @@ function displayBlocks(
   return blocks;
 }
 
+/**
+ * The size of the result once serialized, without serializing the pictures: base64 is ASCII that JSON
+ * leaves as it is, so each counts its length. A result with pictures would otherwise be copied whole
+ * once more just to be measured.
+ */
+function serializedBytes(result: { content: Content }): number {
+  let pictures = 0;
+  const content = result.content.map((block) => {
+    if (block.type !== "image") return block;
+    pictures += block.data.length;
+    return { ...block, data: "" };
+  });
+  return utf8Bytes(JSON.stringify({ ...result, content })) + pictures;
+}
+
 export function render(value: Structured) {
   const displays = (value.displays as DisplayRecord[] | undefined) ?? [];
   const structured: Structured = { ...value };
@@ -109,7 +143,7 @@ export function render(value: Structured) {
   if (displays.length) structured.displays = displays.map(({ data: _data, ...display }) => display);
   let text = textOf(structured);
   // The artifact notes are what make a shortened preview usable, so the cut never reaches them.
-  const note = artifactNote(structured) + setAsideNote(structured, displays);
+  const note = artifactNote(structured) + notInlineNote(structured, displays);
   const room = TEXT_PREVIEW_MAX_BYTES - utf8Bytes(note);
   if (utf8Bytes(text) > room) {
     text = `${cutUtf8(text, room).text}\n${PREVIEW_TRUNCATED_NOTE}`;
@@ -127,11 +161,11 @@ export function render(value: Structured) {
     structuredContent: structured,
     isError: isErrorValue(structured),
   };
-  if (utf8Bytes(JSON.stringify(result)) > TOOL_RESULT_MAX_BYTES) {
+  if (serializedBytes(result) > TOOL_RESULT_MAX_BYTES) {
     // Pictures go first: the text and the structured value matter more to an agent.
     const links = shown.filter((block) => block.type === "resource_link");
     result.content = [{ type: "text", text: `${text}\n${PICTURES_OMITTED}` }, ...links, ...link];
-    if (utf8Bytes(JSON.stringify(result)) > TOOL_RESULT_MAX_BYTES) {
+    if (serializedBytes(result) > TOOL_RESULT_MAX_BYTES) {
       result.content = [{ type: "text", text: PRESENTATION_OMITTED }, ...link];
     }
   }

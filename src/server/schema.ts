@@ -31,8 +31,17 @@ function pointer(path: v.IssuePathItem[] | undefined): string {
   return path.map((item) => `/${String(item.key).replaceAll("~", "~0").replaceAll("/", "~1")}`).join("");
 }
 
-/** Names whose values must be whole numbers representable as u64; they get a dedicated message. */
+/**
+ * Names whose values must be whole numbers representable as u64. A number that is not one (a fraction,
+ * a negative, 2^64 or more) gets a dedicated message; a u64 that breaks the field's own bound is an
+ * ordinary schema failure (`Invalid arguments at /length`).
+ */
 const INTEGRAL_FIELDS = new Set(["expected_generation", "offset", "length"]);
+
+/** JSON numbers arrive as doubles: the largest below 2^64 is the last one a u64 can be. */
+export function isU64(value: number): boolean {
+  return Number.isInteger(value) && value >= 0 && value < 2 ** 64;
+}
 
 export function parseArguments<S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> {
   // Absent arguments mean none; anything present must be an object (null and arrays are not).
@@ -47,7 +56,13 @@ export function parseArguments<S extends v.GenericSchema>(schema: S, input: unkn
   // A string within its length in characters but over its size in bytes is a limit the agent can act
   // on (a shorter value), not malformed input: it is a tool result with the schema's own message.
   if (issue.type === "max_bytes") throw new ReplError("LIMIT_EXCEEDED", issue.message);
-  if (key && INTEGRAL_FIELDS.has(key) && typeof value === "number" && issue.type !== "strict_object") {
+  if (
+    key &&
+    INTEGRAL_FIELDS.has(key) &&
+    issue.type !== "strict_object" &&
+    typeof value === "number" &&
+    !isU64(value)
+  ) {
     throw new ProtocolError(`${key} must be a nonnegative integral u64`);
   }
   throw new ProtocolError(`Invalid arguments at ${pointer(issue.path)}`);

@@ -43,8 +43,11 @@ const RpcParams = {
   "artifact.save": v.object({ id: Id, path: v.string(), overwrite: v.optional(v.boolean(), false) }),
   "artifact.drop": v.object({ id: Id }),
   "artifact.forward": ForwardParams,
-  "artifact.begin": v.object({ format: ArtifactFormat }),
-  "artifact.append": v.object({ upload_id: Id, offset: Offset, data: v.string() }),
+  "artifact.begin": v.object({ format: ArtifactFormat, fd: v.optional(Offset) }),
+  "artifact.append": v.union([
+    v.object({ upload_id: Id, offset: Offset, data: v.string() }),
+    v.object({ upload_id: Id, offset: Offset, size: Offset }),
+  ]),
   "artifact.commit": v.object({ upload_id: Id }),
   "artifact.abort": v.object({ upload_id: Id }),
 };
@@ -58,6 +61,8 @@ export const FORWARD_SESSION_CLOSED =
 export interface OpContext {
   runId: string | null;
   signal: AbortSignal;
+  /** The worker that asked: a file it hands over for an upload is opened through its /proc entry. */
+  workerPid?: number;
 }
 
 export class SessionArtifacts {
@@ -101,11 +106,18 @@ export class SessionArtifacts {
         return this.delete(take(op).id);
       case "artifact.forward":
         return this.forward(take(op), context);
-      case "artifact.begin":
-        return uploads.begin(owner, runId, take(op).format);
+      case "artifact.begin": {
+        const p = take(op);
+        const { workerPid } = context;
+        if (p.fd !== undefined && workerPid === undefined)
+          throw fail(M.handoverUnavailable, "ARTIFACT_HANDOVER");
+        const handover = p.fd === undefined ? undefined : { pid: workerPid as number, fd: p.fd };
+        return uploads.begin(owner, runId, p.format, handover);
+      }
       case "artifact.append": {
         const p = take(op);
-        return uploads.append(owner, runId, p.upload_id, p.offset, p.data);
+        const next = "data" in p ? { data: p.data } : { size: p.size };
+        return uploads.append(owner, runId, p.upload_id, p.offset, next);
       }
       case "artifact.commit":
         return uploads.commit(owner, runId, take(op).upload_id);

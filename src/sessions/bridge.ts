@@ -46,8 +46,8 @@ export function brokerBridge(
   sessionId: string,
   artifacts: SessionArtifacts,
 ): Bridge {
-  return async (op, params, { runId, signal }) => {
-    if (artifacts.isRpc(op)) return artifacts.rpc(op, params, { runId, signal });
+  return async (op, params, { runId, signal, workerPid }) => {
+    if (artifacts.isRpc(op)) return artifacts.rpc(op, params, { runId, signal, workerPid });
     switch (op) {
       case "call": {
         const p = parse(Ops.call, params, op);

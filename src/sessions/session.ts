@@ -3,6 +3,7 @@
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import type { JournalView } from "../broker/journal.ts";
+import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
@@ -57,7 +58,15 @@ export class Session {
       maxMemoryMib: options.maxMemoryMib,
       bridge: brokerBridge(options.broker, options.journal, this.id, this.artifacts),
       onRunEnd: (runId) => store.uploads.abortRun(this.id, runId),
-      keepDisplay: (bytes, format) => store.createFromBytes(this.id, bytes, format),
+      keepDisplay: async (bytes, format) => {
+        const reference = await store.createFromBytes(this.id, bytes, format);
+        // A session closed meanwhile has had its artifacts deleted: this one must not outlive them.
+        if (this.closed) {
+          store.delete(this.id, reference.id);
+          throw new ReplError("SESSION_CLOSED", "Session is closed");
+        }
+        return reference;
+      },
       launch: {
         python: options.python,
         problem: options.problem,

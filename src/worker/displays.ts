@@ -82,6 +82,29 @@ export class Displays {
     return kept;
   }
 
+  /**
+   * Takes a finished run's inline pictures out of memory: each becomes an artifact, or is only described
+   * if it cannot be stored. Text displays stay as they are (their text is part of the result anyway).
+   */
+  static async archive(records: DisplayRecord[], keep: KeepDisplay | undefined): Promise<DisplayRecord[]> {
+    const archived: DisplayRecord[] = [];
+    for (const record of records) {
+      if (!record.inline || record.data === undefined) {
+        archived.push(record);
+        continue;
+      }
+      const { data, ...listed } = record;
+      const moved: DisplayRecord = { ...listed, inline: false, archived: true };
+      try {
+        if (!keep) throw new Error("no artifact store");
+        archived.push({ ...moved, artifact: await keep(Buffer.from(data, "base64"), "binary") });
+      } catch {
+        archived.push(moved);
+      }
+    }
+    return archived;
+  }
+
   private accept(record: Omit<DisplayRecord, "inline">): void {
     const size = record.data?.length ?? 0;
     const fits =

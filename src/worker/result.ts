@@ -15,8 +15,10 @@ export const Display = v.object({
   bytes: v.number(),
   inline: v.boolean(),
   text: v.optional(v.string()),
-  /** Set when a display beyond the inline limits was kept as an artifact. */
+  /** Set when a display beyond the inline limits, or an archived picture, was kept as an artifact. */
   artifact: v.optional(ArtifactReference),
+  /** A picture that was inline when its run ended; the run has since aged out of the newest few. */
+  archived: v.optional(v.boolean()),
 });
 export type Display = v.InferOutput<typeof Display>;
 

@@ -10,7 +10,8 @@ import type { WorkerProcess } from "./process.ts";
 export type Bridge = (
   op: string,
   params: Record<string, unknown>,
-  context: { runId: string; signal: AbortSignal },
+  /** `workerPid`: the real pid of the Python process that asked. */
+  context: { runId: string; signal: AbortSignal; workerPid: number },
 ) => Promise<unknown>;
 
 export const REFUSED = "Too many outstanding MCP calls";
@@ -40,7 +41,11 @@ export class RpcDesk {
     const controller = new AbortController();
     this.outstanding.set(frame.id, controller);
     const work = this.bridge
-      ? this.bridge(frame.op, frame.params, { runId: frame.run_id, signal: controller.signal })
+      ? this.bridge(frame.op, frame.params, {
+          runId: frame.run_id,
+          signal: controller.signal,
+          workerPid: this.worker.ready.pid,
+        })
       : Promise.reject(new Error(NO_BROKER));
     work.then(
       (result) => this.settle(frame.id, controller, result ?? null, null),

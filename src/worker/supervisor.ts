@@ -127,7 +127,11 @@ export class Supervisor {
         });
       }
       if (result.displays) result = await this.keepDisplays(result);
-      if (request.record !== false) this.history.add(result);
+      if (request.record !== false) {
+        this.history.add(result);
+        // Still holding the slot, so archiving never overlaps itself and a closing session waits for it.
+        await this.archiveOlderPictures().catch((error) => log.error("archiving pictures failed:", error));
+      }
       return result;
     } finally {
       request.signal?.removeEventListener("abort", onClientCancel);
@@ -139,6 +143,15 @@ export class Supervisor {
   private async keepDisplays(result: ExecutionResult): Promise<ExecutionResult> {
     if (!result.displays) return result;
     return { ...result, displays: await Displays.keepAside(result.displays, this.options.keepDisplay) };
+  }
+
+  /** Older runs' inline pictures become artifacts, so a long session holds only its newest ones. */
+  private async archiveOlderPictures(): Promise<void> {
+    for (const result of this.history.archivable()) {
+      const keep = this.closed ? undefined : this.options.keepDisplay;
+      const displays = await Displays.archive(result.displays ?? [], keep);
+      this.history.replace(result, { ...result, displays });
+    }
   }
 
   /** An execution-shaped answer for a request refused before it reached the slot. */

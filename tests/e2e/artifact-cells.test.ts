@@ -32,15 +32,16 @@ async function start(withPeer = false, env: Record<string, string> = {}) {
 const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
 
 /** Counts the bridge requests the worker sends, by operation, from the next cell on. */
+/** Records the op of every bridge request frame the worker sends from now on, in `__ops`. */
 const COUNT_REQUESTS = [
   "import sys",
   "__w = sys.modules['__main__']",
   "__ops = []",
-  "__real = __w._BRIDGE.request",
-  "def __counting(op, params, wait):",
+  "__real = __w._BRIDGE._post",
+  "def __counting(pending, op, params):",
   "    __ops.append(op)",
-  "    return __real(op, params, wait)",
-  "__w._BRIDGE.request = __counting",
+  "    return __real(pending, op, params)",
+  "__w._BRIDGE._post = __counting",
 ].join("\n");
 
 /** Reads a whole artifact through artifact_read ranges. */
@@ -226,22 +227,23 @@ describe("helpers in cells", () => {
       [
         "import sys",
         "w = sys.modules['__main__']",
-        "real = w._BRIDGE.request",
+        "real = w._BRIDGE._post",
         "ops = []",
-        "def flaky(op, params, wait):",
+        "def flaky(pending, op, params):",
         "    ops.append(op)",
         "    if op == 'artifact.append' and params['offset'] > 0:",
         "        raise OSError('link dropped')",
-        "    return real(op, params, wait)",
-        "w._BRIDGE.request = flaky",
+        "    return real(pending, op, params)",
+        "w._BRIDGE._post = flaky",
         "try:",
         "    artifact(b'x' * 100000)",
         "except OSError as e:",
         "    error = str(e)",
         "finally:",
-        "    w._BRIDGE.request = real",
+        "    w._BRIDGE._post = real",
         "# The aborted upload no longer takes a slot: four new ones fit.",
-        "slots = [real('artifact.begin', {'format': 'binary'}, 5)['chunk_bytes'] for _ in range(4)]",
+        "request = w._BRIDGE.request",
+        "slots = [request('artifact.begin', {'format': 'binary'}, 5)['chunk_bytes'] for _ in range(4)]",
         "[error, ops, slots]",
       ].join("\n"),
     );

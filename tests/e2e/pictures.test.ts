@@ -141,3 +141,56 @@ real("a backend the user chose is left alone", async () => {
   expect(result.structuredContent.value).toBe("pdf");
   expect(images(result.content).length).toBe(0);
 });
+
+real(
+  "only the newest runs keep their pictures inline; older runs' pictures become artifacts python_run finds",
+  async () => {
+    const budget = 4 * 786_432;
+    const runs: Array<{ id: string; data: string }> = [];
+    for (let i = 0; i < 9; i++) {
+      const result = await cell(
+        `import random, matplotlib.pyplot as plt\nrandom.seed(${i})\nplt.figure(figsize=(4, 4))\n` +
+          "plt.imshow([[random.random() for _ in range(300)] for _ in range(300)])\nNone",
+      );
+      const [image] = images(result.content);
+      expect(image?.data?.length).toBeGreaterThan(300_000);
+      runs.push({ id: result.structuredContent.run_id, data: image?.data as string });
+    }
+    // Walking from the newest run, pictures stay inline while they fit the session's budget.
+    let kept = 0;
+    const inline = new Set<string>();
+    for (const run of [...runs].reverse()) {
+      if (kept + run.data.length > budget) break;
+      kept += run.data.length;
+      inline.add(run.id);
+    }
+    expect(inline.size).toBeGreaterThanOrEqual(4);
+    expect(inline.size).toBeLessThan(runs.length);
+
+    for (const run of runs) {
+      const again = await h.call("python_run", { run_id: run.id });
+      const content = again.content as Block[];
+      const [display] = again.structuredContent.displays;
+      if (inline.has(run.id)) {
+        expect(images(content).map((block) => block.data)).toEqual([run.data]);
+        expect(display).toMatchObject({ inline: true });
+        expect(display.archived).toBeUndefined();
+        continue;
+      }
+      expect(images(content)).toEqual([]);
+      expect(display).toMatchObject({ mime: "image/png", inline: false, archived: true });
+      expect(content[0]?.text).toContain("1 picture no longer shown inline");
+      expect(content[0]?.text).toContain(display.artifact.id);
+      expect(content.filter((block) => block.type === "resource_link").length).toBe(1);
+      // The artifact is the very picture the run showed.
+      const path = join(h.project, `${run.id}.png`);
+      const saved = await h.call("artifact_save", {
+        session_id: again.structuredContent.session_id,
+        id: display.artifact.id,
+        path,
+      });
+      expect(saved.isError).toBe(false);
+      expect(readFileSync(path).equals(Buffer.from(run.data, "base64"))).toBe(true);
+    }
+  },
+);

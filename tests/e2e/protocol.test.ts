@@ -1,5 +1,7 @@
 // The MCP surface: initialize, the tool catalogue, the error model and python_health.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { Harness } from "../support/harness.ts";
 
@@ -17,7 +19,12 @@ async function protocolError(name: string, args: Record<string, unknown>) {
   } catch (error) {
     return error as { code: number; message: string };
   }
-  throw new Error(`${name} did not fail at the protocol level`);
+  throw new Error(`${name} did not fail at the protocol level: ${JSON.stringify(args)}`);
+}
+
+function expectProtocolError(error: { code: number; message: string }, text: string): void {
+  expect(error.code).toBe(-32602);
+  expect(error.message).toContain(text);
 }
 
 describe("initialize and tools/list", () => {
@@ -104,6 +111,58 @@ describe("error model", () => {
     const error = await protocolError("execute_python", { code: "1", expected_generation: 1.5 });
     expect(error.code).toBe(-32602);
     expect(error.message).toContain("expected_generation must be a nonnegative integral u64");
+  });
+
+  test("u64 fields: a whole number past the field's bound is a schema error, a non-u64 its own error", async () => {
+    writeFileSync(join(h.project, "ten.txt"), "0123456789");
+    const session_id = (await h.health()).server.session_id;
+    const ref = (await h.call("artifact_create", { session_id, path: "ten.txt", format: "text" }))
+      .structuredContent;
+    const read = (args: Record<string, unknown>) =>
+      h.call("artifact_read", { session_id, id: ref.id, ...args });
+    const u64 = (key: string) => `${key} must be a nonnegative integral u64`;
+    const largestBelow2To64 = 2 ** 64 - 2048;
+
+    // length: 0..65536 is the schema's bound; whole numbers past it name the field like any bound.
+    expect((await read({ length: 65_536 })).structuredContent).toMatchObject({ length: 10, has_more: false });
+    for (const length of [65_537, 2 ** 53, largestBelow2To64]) {
+      const error = await protocolError("artifact_read", { session_id, id: ref.id, length });
+      expectProtocolError(error, "Invalid arguments at /length");
+      expect(error.message).not.toContain("u64");
+    }
+    expect(
+      (await protocolError("artifact_read", { session_id, id: ref.id, length: "10" })).message,
+    ).toContain("Invalid arguments at /length");
+    for (const length of [-1, 1.5, 2 ** 64, 1e300]) {
+      const error = await protocolError("artifact_read", { session_id, id: ref.id, length });
+      expectProtocolError(error, u64("length"));
+    }
+
+    // offset: no schema maximum, so every u64 reaches the artifact and is checked against its size.
+    expect((await read({ offset: 10 })).structuredContent).toMatchObject({ length: 0, has_more: false });
+    for (const offset of [11, 2 ** 53, largestBelow2To64]) {
+      const result = await read({ offset });
+      expect(result.isError).toBe(true);
+      expect(result.structuredContent.error).toContain("Artifact range must fit file");
+    }
+    for (const offset of [-1, 0.5, 2 ** 64]) {
+      const error = await protocolError("artifact_read", { session_id, id: ref.id, offset });
+      expectProtocolError(error, u64("offset"));
+    }
+
+    // expected_generation: every u64 is a generation to compare with; only non-u64 values are refused.
+    for (const expected_generation of [1, largestBelow2To64]) {
+      const result = (await h.call("execute_python", { code: "1", expected_generation })).structuredContent;
+      expect(result).toMatchObject({ success: false, error_code: "STATE_CHANGED" });
+    }
+    for (const expected_generation of [-1, 2 ** 64]) {
+      const error = await protocolError("execute_python", { code: "1", expected_generation });
+      expectProtocolError(error, u64("expected_generation"));
+    }
+    // An unknown argument that happens to share a u64 field's name is just an unknown argument.
+    expect((await protocolError("python_health", { offset: 1.5 })).message).toContain(
+      "Invalid arguments at /offset",
+    );
   });
 
   test("an unknown tool and an unknown session are protocol errors", async () => {

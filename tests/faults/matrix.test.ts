@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { STUCK_IN_C, tempDir, waitFor } from "../support/harness.ts";
+import { pidAlive, STUCK_IN_C, tempDir, waitFor } from "../support/harness.ts";
 import { FaultServer, type FaultServerOptions } from "./server.ts";
 
 const PEERS = resolve(import.meta.dir, "../fixtures/peers");
@@ -140,14 +140,25 @@ describe("worker faults", () => {
     await survives(s);
   });
 
-  test("the worker closes its own frame pipe", async () => {
+  test("the worker closes its own frame pipe: a crash at once, not when the cell ends", async () => {
     const s = await start();
-    failed(
-      await s.run(
-        "import os, sys\nos.close(sys.modules['__main__'].PROTOCOL_FD)\nimport time\ntime.sleep(2)",
-      ),
-      /exit|crash|closed|protocol|worker/i,
+    const pid = (await s.run("import os\nos.getpid()")).value as number;
+    // The cell would sleep for ten minutes; the call's own deadline is far shorter, so only a server
+    // that notices the closed pipe at once (not at the worker's exit) answers in time.
+    const call = await s.call(
+      "execute_python",
+      {
+        code: "import os, sys, time\nos.close(sys.modules['__main__'].PROTOCOL_FD)\ntime.sleep(600)",
+        timeout: 900,
+      },
+      30_000,
     );
+    const result = call.structuredContent as Record<string, any>;
+    failed(result, /Python worker crashed; variables cleared/);
+    expect(result.state).toBe("cleared");
+    expect(pidAlive(pid)).toBe(false);
+    expect(s.children()).toEqual([]);
+    expect(await s.run("1 + 1")).toMatchObject({ success: true, value: 2, state_reset: true });
     await survives(s);
   });
 

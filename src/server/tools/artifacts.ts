@@ -6,7 +6,7 @@ import { ReplError } from "../../errors.ts";
 import { ARTIFACT_READ_MAX_BYTES } from "../../limits.ts";
 import { ForwardFormat, RangeEncoding } from "../../sessions/artifacts.ts";
 import type { Session } from "../../sessions/session.ts";
-import { failureOf, RoutedFailure, SessionId, stamp } from "./common.ts";
+import { failureOf, RoutedFailure, SessionId, stamp, U64 } from "./common.ts";
 import { defineTool } from "./tool.ts";
 
 const WRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
@@ -78,15 +78,9 @@ export const artifactRead = defineTool({
   input: v.strictObject({
     session_id: SessionId,
     id: Id,
-    offset: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0), v.description("First byte")), 0),
+    offset: v.optional(v.pipe(U64, v.description("First byte")), 0),
     length: v.optional(
-      v.pipe(
-        v.number(),
-        v.integer(),
-        v.minValue(0),
-        v.maxValue(ARTIFACT_READ_MAX_BYTES),
-        v.description("Bytes to read (0..65536)"),
-      ),
+      v.pipe(U64, v.maxValue(ARTIFACT_READ_MAX_BYTES), v.description("Bytes to read (0..65536)")),
       ARTIFACT_READ_MAX_BYTES,
     ),
     encoding: v.optional(RangeEncoding, "text"),

@@ -10,6 +10,7 @@ import {
 } from "../../limits.ts";
 import type { Session } from "../../sessions/session.ts";
 import type { ExecutionResult } from "../../worker/result.ts";
+import { isU64 } from "../schema.ts";
 
 export const SessionId = v.pipe(
   v.string(),
@@ -29,11 +30,12 @@ export const Timeout = v.optional(
   TIMEOUT_DEFAULT_SECONDS,
 );
 
+/** A whole number a u64 holds; any other number is refused with its own message (server/schema.ts). */
+export const U64 = v.pipe(v.number(), v.integer(), v.minValue(0), v.check(isU64));
+
 export const ExpectedGeneration = v.optional(
   v.pipe(
-    v.number(),
-    v.integer(),
-    v.minValue(0),
+    U64,
     v.description("Refuse to run (STATE_CHANGED) unless the session's worker generation still equals this"),
   ),
 );
