@@ -20,6 +20,7 @@ import { tailUtf8 } from "../text/utf8.ts";
 import { type ExecutionResult, Failures } from "../worker/result.ts";
 import { ActiveRun } from "../worker/run.ts";
 import type { Supervisor } from "../worker/supervisor.ts";
+import { isErrorValue } from "./render.ts";
 import type { RunPlan } from "./tools/tool.ts";
 
 type Status = "working" | "completed" | "failed" | "cancelled";
@@ -42,8 +43,13 @@ interface Entry {
   /** The run behind the task; absent when the call was answered without running (busy, bad path). */
   readonly run?: ActiveRun;
   readonly supervisor?: Supervisor;
-  readonly done: Promise<Rendered>;
-  result?: Rendered;
+  /** Settles when the run ends. */
+  readonly finished: Promise<void>;
+  /**
+   * The final value, once known. A run's is read back from its session's run history, which bounds the
+   * pictures it keeps inline; only a call answered without a run (small) keeps its own.
+   */
+  value?: Record<string, unknown>;
   ended?: { status: Exclude<Status, "working">; message: string };
 }
 
@@ -76,8 +82,17 @@ export class TaskBoard {
   }
 
   /** The rendered result once the run ends (or at once when it has). */
-  done(taskId: string): Promise<Rendered> {
-    return this.find(taskId).done;
+  async done(taskId: string): Promise<Rendered> {
+    const entry = this.find(taskId);
+    await entry.finished;
+    return this.result(entry) as Rendered;
+  }
+
+  /** What the plain call would have answered, rendered now from what is retained; undefined while running. */
+  private result(entry: Entry): Rendered | undefined {
+    if (!entry.ended) return undefined;
+    const value = entry.supervisor?.history.get(entry.taskId) ?? entry.value;
+    return value ? this.render(value) : undefined;
   }
 
   /** Stops the run behind a task whose creating request was cancelled before it was answered. */
@@ -107,7 +122,8 @@ export class TaskBoard {
       if (signal.aborted) stop();
       signal.addEventListener("abort", stop, { once: true });
     });
-    const result = await Promise.race([entry.done, aborted]);
+    await Promise.race([entry.finished, aborted]);
+    const result = this.result(entry) as Rendered;
     return { ...result, _meta: { ...result._meta, "io.modelcontextprotocol/related-task": { taskId } } };
   }
 
@@ -146,8 +162,8 @@ export class TaskBoard {
   detailed(taskId: string) {
     const entry = this.find(taskId);
     const task = this.modernTask(entry);
-    if (task.status === "completed" && entry.result) return { ...task, result: entry.result };
-    return task;
+    const result = task.status === "completed" ? this.result(entry) : undefined;
+    return result ? { ...task, result } : task;
   }
 
   /** tasks/cancel (2026): an acknowledgement; a task that already ended is left as it is. */
@@ -185,7 +201,6 @@ export class TaskBoard {
   ): string {
     this.prune();
     const now = Date.now();
-    const done = value.then((result) => this.render(result));
     const entry: Entry = {
       seq: ++this.seq,
       taskId,
@@ -194,13 +209,12 @@ export class TaskBoard {
       ttlMs: Math.max(0, ttlMs ?? TASK_TTL_DEFAULT_MS),
       run,
       supervisor,
-      done,
+      finished: value.then((result) => {
+        if (!supervisor) entry.value = result;
+        entry.ended = ending(run, result);
+        entry.updatedAt = Date.now();
+      }),
     };
-    void done.then((result) => {
-      entry.result = result;
-      entry.ended = ending(run, result);
-      entry.updatedAt = Date.now();
-    });
     this.entries.set(taskId, entry);
     return taskId;
   }
@@ -243,11 +257,11 @@ export class TaskBoard {
 }
 
 /** How a task ended, in the 2025-11-25 vocabulary: a cell that failed (an isError result) "failed". */
-function ending(run: ActiveRun | undefined, result: Rendered): NonNullable<Entry["ended"]> {
-  const value = result.structuredContent as Partial<ExecutionResult> | undefined;
+function ending(run: ActiveRun | undefined, result: Record<string, unknown>): NonNullable<Entry["ended"]> {
+  const value = result as Partial<ExecutionResult>;
   if (run?.cancelReason === Failures.cancelled)
     return { status: "cancelled", message: Failures.cancelled.message };
-  if (!result.isError) {
+  if (!isErrorValue(result)) {
     const seconds = ((value?.elapsed_ms ?? 0) / 1000).toFixed(1);
     return { status: "completed", message: `finished in ${seconds} s` };
   }
