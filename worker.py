@@ -3127,32 +3127,8 @@ def _checkpoint_document(namespace):
 
 
 def _write_private_file(target, data):
-    """Atomically replace target: exclusive 0600 temp file beside it, fsync, rename."""
-    temporary = "%s.%s.part" % (target, os.urandom(8).hex())
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-    try:
-        directory = os.open(os.path.dirname(target), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(directory)
-    except OSError:
-        pass
-    finally:
-        os.close(directory)
+    """Atomically replace target with a private (0600) file: see _write_atomically."""
+    _write_atomically(target, data, 0o600, overwrite=True)
 
 
 def _read_bounded(path, limit, what):
@@ -3637,9 +3613,14 @@ def _percent_script(runs, notes):
 
 
 def _write_document(target, data, overwrite):
-    """Atomically write a user's file: temp file beside it, fsync, then rename (or link, to never replace)."""
+    """Atomically write a user's file (mode as the umask allows); never replaces one unless overwrite."""
+    _write_atomically(target, data, 0o666, overwrite)
+
+
+def _write_atomically(target, data, mode, overwrite):
+    """Exclusive temp file beside target, fsync, then rename (or link, to never replace), dir fsync."""
     temporary = "%s.%s.part" % (target, os.urandom(8).hex())
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         try:
             _write_all(fd, data)

@@ -11,6 +11,7 @@ import type { Sessions } from "../../sessions/registry.ts";
 import { SessionScope } from "../../sessions/scope.ts";
 import { clientContext, createServer } from "../server.ts";
 import { Backlog } from "./backlog.ts";
+import { sweepIdle } from "./idle.ts";
 
 export interface Client {
   id: string | undefined;
@@ -24,16 +25,19 @@ export interface Client {
 
 export class Clients {
   private readonly byId = new Map<string, Client>();
-  private readonly sweep: ReturnType<typeof setInterval>;
+  private readonly stopSweep: () => void;
 
   constructor(
     private readonly pool: Sessions,
     private readonly maxMemoryMib: number,
     idleTimeoutS: number,
   ) {
-    const idleMs = idleTimeoutS * 1000;
-    this.sweep = setInterval(() => this.endIdle(idleMs), Math.min(idleMs / 2, 5_000));
-    this.sweep.unref();
+    this.stopSweep = sweepIdle(
+      idleTimeoutS * 1000,
+      () => this.byId.values(),
+      (client) => client.scope.busy,
+      (client) => void this.end(client, "idle timeout"),
+    );
   }
 
   get(id: string): Client | undefined {
@@ -74,7 +78,7 @@ export class Clients {
   }
 
   async endAll(why: string): Promise<void> {
-    clearInterval(this.sweep);
+    this.stopSweep();
     await Promise.all([...this.byId.values()].map((client) => this.end(client, why)));
   }
 
@@ -95,13 +99,5 @@ export class Clients {
     }
     if (oldest) await this.end(oldest, "its slot was needed and it had nothing to lose");
     return oldest !== undefined;
-  }
-
-  /** A run in progress keeps its client alive: the client may poll it after a long pause. */
-  private endIdle(idleMs: number): void {
-    const now = performance.now();
-    for (const client of this.byId.values()) {
-      if (now - client.lastSeen > idleMs && !client.scope.busy) void this.end(client, "idle timeout");
-    }
   }
 }

@@ -16,6 +16,7 @@ import { SessionScope } from "../../sessions/scope.ts";
 import { clientContext, createServer, MODERN_REQUESTS } from "../server.ts";
 import type { ServerContext } from "../tools/tool.ts";
 import { Backlog, withBoundedStream } from "./backlog.ts";
+import { sweepIdle } from "./idle.ts";
 
 interface Principal {
   key: string;
@@ -28,7 +29,7 @@ interface Principal {
 
 export class Principals {
   private readonly byKey = new Map<string, Principal>();
-  private readonly sweep: ReturnType<typeof setInterval>;
+  private readonly stopSweep: () => void;
   readonly handler: McpHttpHandler;
 
   constructor(
@@ -36,9 +37,12 @@ export class Principals {
     private readonly maxMemoryMib: number,
     idleTimeoutS: number,
   ) {
-    const idleMs = idleTimeoutS * 1000;
-    this.sweep = setInterval(() => this.endIdle(idleMs), Math.min(idleMs / 2, 5_000));
-    this.sweep.unref();
+    this.stopSweep = sweepIdle(
+      idleTimeoutS * 1000,
+      () => this.byKey.values(),
+      (principal) => principal.context.sessions.busy,
+      (principal) => void this.end(principal, "idle timeout"),
+    );
     this.handler = createMcpHandler(
       ({ authInfo }) => {
         // Every request reaching the handler was given its principal by `serve` below.
@@ -76,7 +80,7 @@ export class Principals {
   }
 
   async endAll(): Promise<void> {
-    clearInterval(this.sweep);
+    this.stopSweep();
     await this.handler.close().catch(() => {});
     await Promise.all([...this.byKey.values()].map((principal) => this.end(principal, "server shutdown")));
   }
@@ -104,15 +108,5 @@ export class Principals {
       await principal.context.sessions.end();
     })();
     return principal.ending;
-  }
-
-  /** A run in progress keeps its principal: the client may poll it after a long pause. */
-  private endIdle(idleMs: number): void {
-    const now = performance.now();
-    for (const principal of this.byKey.values()) {
-      if (now - principal.lastSeen > idleMs && !principal.context.sessions.busy) {
-        void this.end(principal, "idle timeout");
-      }
-    }
   }
 }
