@@ -18,6 +18,8 @@ import { timeCommand, timeGuardian } from "./lib/spawn.ts";
 export interface Contenders {
   /** repl-mcp with --python pointing at the real interpreter. */
   repl: ServerSpec;
+  /** The last build on the SDK 1.x (bench/lib/product-1x.ts), started the same way. */
+  old: ServerSpec;
   /** repl-mcp left to find python3 on PATH (the pyenv shim, when there is one). */
   replOnPath: ServerSpec;
   /** The trivial compiled SDK server: the MCP floor. */
@@ -58,14 +60,16 @@ export function progress(message: string): void {
 
 export interface SpawnResult {
   repl: number[];
+  old: number[];
   trivial: number[];
 }
 
 export async function spawnToInitialize(c: Contenders, rounds: number, warmup: number): Promise<SpawnResult> {
   progress(`spawn → initialize: ${rounds} interleaved rounds (+${warmup} warm-up)`);
-  const result: SpawnResult = { repl: [], trivial: [] };
+  const result: SpawnResult = { repl: [], old: [], trivial: [] };
   const entries = [
     ["repl", c.repl],
+    ["old", c.old],
     ["trivial", c.trivial],
   ] as const;
   for (let round = 0; round < warmup + rounds; round++) {
@@ -87,6 +91,7 @@ export interface FirstCellSample {
 
 export interface FirstCellResult {
   repl: FirstCellSample[];
+  old: FirstCellSample[];
   replOnPath: FirstCellSample[];
   floor: FirstCellSample[];
   pythonPass: number[];
@@ -142,6 +147,7 @@ export async function firstCellLatency(
 ): Promise<FirstCellResult> {
   const result: FirstCellResult = {
     repl: [],
+    old: [],
     replOnPath: [],
     floor: [],
     pythonPass: [],
@@ -152,6 +158,7 @@ export async function firstCellLatency(
   };
   const variants: [keyof FirstCellResult, () => Promise<FirstCellSample | LoneFirstCell | number>][] = [
     ["repl", () => firstCell(c.repl)],
+    ["old", () => firstCell(c.old)],
     ["floor", () => firstCell(c.floor)],
     ["pythonPass", () => timeCommand([c.python, "-c", "pass"], c.env)],
     ["replOnPath", () => firstCell(c.replOnPath)],
@@ -193,9 +200,9 @@ export interface WarmResult {
   backToBack: Record<string, number[]>;
   paced: Record<string, number[]>;
   /** Memory of the long-lived contenders once all warm calls are done. */
-  after: { cells: number; repl: ReplMemory; floor: FloorMemory };
+  after: { cells: number; repl: ReplMemory; old: ReplMemory; floor: FloorMemory };
   /** CPU time and wake-ups per back-to-back call, per process, measured over a run of calls of its own. */
-  cpu: Record<"repl" | "floor" | "worker" | "evalLoop", ProcessCpu[]>;
+  cpu: Record<"repl" | "old" | "floor" | "worker" | "evalLoop", ProcessCpu[]>;
 }
 
 export interface ProcessCpu {
@@ -260,20 +267,24 @@ export async function warmRoundTrips(
       `${plan.pacedBlocks}×${plan.pacedPerBlock} paced calls per contender`,
   );
   const repl = (await start(c.repl)).served;
+  const old = (await start(c.old)).served;
   const floor = (await start(c.floor)).served;
   const mcp = (await start(c.trivial)).served;
   const { worker } = await LoneWorker.start(c.python, c.workerScript, c.env, c.cwd);
   const evalLoop = LoneEvalLoop.start(c.python, c.evalLoopScript, c.env, c.cwd);
   try {
     const replCell = toolCall("repl", repl, "execute_python", CELL);
+    const oldCell = toolCall("old", old, "execute_python", CELL);
     const floorCell = toolCall("floor", floor, "execute_python", CELL);
     const noop = toolCall("mcp", mcp, "noop");
     const health = toolCall("health", repl, "python_health");
+    const oldHealth = toolCall("oldHealth", old, "python_health");
     const workerCell: Target = { key: "worker", call: () => worker.execute(CELL.code) };
     const evalCell: Target = { key: "evalLoop", call: () => evalLoop.execute(CELL.code) };
-    const all = [replCell, floorCell, noop, health, workerCell, evalCell];
+    const all = [replCell, oldCell, floorCell, noop, health, oldHealth, workerCell, evalCell];
 
     expectTwo(textOf(await repl.call("execute_python", CELL)), "repl-mcp");
+    expectTwo(textOf(await old.call("execute_python", CELL)), "repl-mcp 1.x");
     expectTwo(textOf(await floor.call("execute_python", CELL)), "composed floor");
     expectTwo(String((await worker.execute(CELL.code)).return_value), "worker.py alone");
     expectTwo(String((await evalLoop.execute(CELL.code)).value), "eval loop alone");
@@ -281,13 +292,14 @@ export async function warmRoundTrips(
 
     const backToBack = await interleaved(all, plan.blocks, plan.perBlock, 0);
     const paced = await interleaved(
-      [replCell, floorCell, noop, workerCell, evalCell],
+      [replCell, oldCell, floorCell, noop, workerCell, evalCell],
       plan.pacedBlocks,
       plan.pacedPerBlock,
       20,
     );
     const cpu = {
       repl: await cpuPerCall(repl.pid, replCell, plan.cpuCalls),
+      old: await cpuPerCall(old.pid, oldCell, plan.cpuCalls),
       floor: await cpuPerCall(floor.pid, floorCell, plan.cpuCalls),
       worker: await cpuPerCall(worker.child.pid, workerCell, plan.cpuCalls),
       evalLoop: await cpuPerCall(evalLoop.child.pid, evalCell, plan.cpuCalls),
@@ -295,10 +307,22 @@ export async function warmRoundTrips(
     const cells =
       1 + plan.warmup + plan.blocks * plan.perBlock + plan.pacedBlocks * plan.pacedPerBlock + plan.cpuCalls;
     await Bun.sleep(SETTLE_MS);
-    const after = { cells, repl: await replMemory(repl), floor: floorMemory(floor) };
+    const after = {
+      cells,
+      repl: await replMemory(repl),
+      old: await replMemory(old),
+      floor: floorMemory(floor),
+    };
     return { backToBack, paced, after, cpu };
   } finally {
-    await Promise.all([repl.stop(), floor.stop(), mcp.stop(), worker.child.stop(), evalLoop.child.stop()]);
+    await Promise.all([
+      repl.stop(),
+      old.stop(),
+      floor.stop(),
+      mcp.stop(),
+      worker.child.stop(),
+      evalLoop.child.stop(),
+    ]);
   }
 }
 
@@ -325,10 +349,13 @@ export interface ProcessMemory {
 
 export interface MemoryResult {
   replIdle: TreeMemory[];
+  oldIdle: TreeMemory[];
   trivialIdle: TreeMemory[];
   floorIdle: TreeMemory[];
   replOneCell: ReplMemory[];
   replHundredCells: ReplMemory[];
+  oldOneCell: ReplMemory[];
+  oldHundredCells: ReplMemory[];
   floorOneCell: FloorMemory[];
   floorHundredCells: FloorMemory[];
 }
@@ -372,10 +399,13 @@ export async function memory(c: Contenders, rounds: number): Promise<MemoryResul
   progress(`memory: ${rounds} interleaved rounds`);
   const result: MemoryResult = {
     replIdle: [],
+    oldIdle: [],
     trivialIdle: [],
     floorIdle: [],
     replOneCell: [],
     replHundredCells: [],
+    oldOneCell: [],
+    oldHundredCells: [],
     floorOneCell: [],
     floorHundredCells: [],
   };
@@ -383,16 +413,18 @@ export async function memory(c: Contenders, rounds: number): Promise<MemoryResul
     await Bun.sleep(SETTLE_MS);
     return read();
   };
+  const product = (spec: ServerSpec, idle: TreeMemory[], one: ReplMemory[], hundred: ReplMemory[]) => () =>
+    withServer(spec, async (served) => {
+      await served.call("python_health");
+      idle.push(await settled(() => treeMemory(served.pid)));
+      await cells(served, 1);
+      one.push(await settled(() => replMemory(served)));
+      await cells(served, 99);
+      hundred.push(await settled(() => replMemory(served)));
+    });
   const measurements: (() => Promise<void>)[] = [
-    () =>
-      withServer(c.repl, async (served) => {
-        await served.call("python_health");
-        result.replIdle.push(await settled(() => treeMemory(served.pid)));
-        await cells(served, 1);
-        result.replOneCell.push(await settled(() => replMemory(served)));
-        await cells(served, 99);
-        result.replHundredCells.push(await settled(() => replMemory(served)));
-      }),
+    product(c.repl, result.replIdle, result.replOneCell, result.replHundredCells),
+    product(c.old, result.oldIdle, result.oldOneCell, result.oldHundredCells),
     () =>
       withServer(c.trivial, async (served) => {
         await served.call("noop");

@@ -1,6 +1,8 @@
 // Turns the measurements into the printed report: one table per measurement, then the targets of
 // design.md ("Performance targets") next to the measured ratios. Misses are reported, never fatal.
 
+import type { BridgeResult } from "./bridge.ts";
+import type { FloodResult } from "./flood.ts";
 import type { TreeMemory } from "./lib/proc.ts";
 import { formatMiB, formatMs, formatRatio, median, summarize } from "./lib/stats.ts";
 import { table } from "./lib/table.ts";
@@ -14,6 +16,8 @@ import type {
   SpawnResult,
   WarmResult,
 } from "./phases.ts";
+import { bridgeSection, floodSection } from "./report-bridge.ts";
+import { targets, versusOld } from "./report-targets.ts";
 import {
   EXTRA_SESSIONS,
   type GrowthResult,
@@ -27,23 +31,10 @@ const DESIGN = {
   trivialInitMs: 70,
   floorWarmMs: 0.45,
   floorPacedMs: 1.1,
-  jupyterMs: 5.7,
   floorFirstCellMs: 128,
   pythonPassMs: 52,
   shimMs: 80,
   trivialIdleMiB: 37,
-};
-
-const TARGET = {
-  initRatio: 1.1,
-  warmRatio: 1.3,
-  jupyterFraction: 0.1,
-  firstCellRatio: 1.2,
-  idleServerMiB: 45,
-  hundredCellsPssRatio: 1.2,
-  extraSessionRatio: 1.5,
-  /** "Flat": a trivial cell on a grown server costs at most this much more than on a small one. */
-  growthRatio: 1.1,
 };
 
 export interface Header {
@@ -54,6 +45,10 @@ export interface Header {
   pythonOnPath: string;
   binary: string;
   binaryBytes: number;
+  /** The 1.x build: where it came from, and its size. */
+  oldBuild: string;
+  oldBinary: string;
+  oldBinaryBytes: number;
   /** The worker source the anatomy rows run alone. */
   workerScript: string;
   reference: string;
@@ -71,10 +66,11 @@ export interface Results {
   memory: MemoryResult;
   sessions: SessionsResult;
   growth: GrowthResult;
+  flood: FloodResult;
+  bridge: BridgeResult;
 }
 
 const ms = (samples: readonly number[]) => summarize(samples);
-const verdict = (pass: boolean) => (pass ? "PASS" : "MISS");
 const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 const about = (value: number, unit = " ms") => `≈ ${value}${unit}`;
 
@@ -96,6 +92,7 @@ export function render(header: Header, results: Results, elapsedMs: number, left
     `  bun        ${header.bun}`,
     `  python     ${header.pythonVersion} at ${header.python} (python3 on PATH: ${header.pythonOnPath})`,
     `  repl-mcp   ${header.binary} (${mib(header.binaryBytes)}; run from a private copy)`,
+    `  1.x build  ${header.oldBinary} (${mib(header.oldBinaryBytes)}), ${header.oldBuild}`,
     `  worker     ${header.workerScript} (run alone in the first-call anatomy)`,
     `  reference  ${header.reference} (${mib(header.referenceBytes)}), bun build ${header.compileFlags}`,
     "",
@@ -104,6 +101,7 @@ export function render(header: Header, results: Results, elapsedMs: number, left
   // 1. spawn → initialize
   const { spawn } = results;
   const replInit = ms(spawn.repl);
+  const oldInit = ms(spawn.old);
   const trivialInit = ms(spawn.trivial);
   const initRatio = replInit.median / trivialInit.median;
   out.push(
@@ -113,6 +111,7 @@ export function render(header: Header, results: Results, elapsedMs: number, left
         ["contender", "median", "p90", "min", "design.md"],
         [
           ["repl-mcp", formatMs(replInit.median), formatMs(replInit.p90), formatMs(replInit.min), ""],
+          ["repl-mcp 1.x", formatMs(oldInit.median), formatMs(oldInit.p90), formatMs(oldInit.min), ""],
           [
             "trivial compiled SDK server",
             formatMs(trivialInit.median),
@@ -124,6 +123,13 @@ export function render(header: Header, results: Results, elapsedMs: number, left
             "ratio repl-mcp / trivial",
             formatRatio(initRatio),
             formatRatio(replInit.p90 / trivialInit.p90),
+            "",
+            "",
+          ],
+          [
+            "ratio repl-mcp 1.x / trivial",
+            formatRatio(oldInit.median / trivialInit.median),
+            formatRatio(oldInit.p90 / trivialInit.p90),
             "",
             "",
           ],
@@ -148,8 +154,14 @@ export function render(header: Header, results: Results, elapsedMs: number, left
       design,
     ];
   };
-  const warmRatio = b2b("repl").median / b2b("floor").median;
-  const pacedRatio = paced("repl").median / paced("floor").median;
+  const ratioRow = (label: string, key: string) => [
+    label,
+    formatRatio(b2b(key).median / b2b("floor").median),
+    formatRatio(b2b(key).p90 / b2b("floor").p90),
+    formatRatio(paced(key).median / paced("floor").median),
+    formatRatio(paced(key).p90 / paced("floor").p90),
+    "",
+  ];
   out.push(
     section(
       `2. warm execute_python "1+1" round trip via the SDK Client ` +
@@ -158,6 +170,7 @@ export function render(header: Header, results: Results, elapsedMs: number, left
         ["contender", "b2b median", "b2b p90", "paced median", "paced p90", "design.md (b2b / paced)"],
         [
           warmRow("repl-mcp execute_python", "repl"),
+          warmRow("repl-mcp 1.x execute_python", "old"),
           warmRow(
             "composed floor execute_python",
             "floor",
@@ -165,16 +178,11 @@ export function render(header: Header, results: Results, elapsedMs: number, left
           ),
           warmRow("MCP floor (do-nothing tool)", "mcp"),
           warmRow("repl-mcp python_health (no Python)", "health"),
+          warmRow("repl-mcp 1.x python_health", "oldHealth"),
           warmRow("worker.py alone (execute → result frame over pipes)", "worker"),
           warmRow("eval-loop.py alone (request → reply over pipes)", "evalLoop"),
-          [
-            "ratio repl-mcp / composed floor",
-            formatRatio(warmRatio),
-            formatRatio(b2b("repl").p90 / b2b("floor").p90),
-            formatRatio(pacedRatio),
-            formatRatio(paced("repl").p90 / paced("floor").p90),
-            "",
-          ],
+          ratioRow("ratio repl-mcp / composed floor", "repl"),
+          ratioRow("ratio repl-mcp 1.x / composed floor", "old"),
           [
             "repl-mcp − composed floor",
             formatMs(b2b("repl").median - b2b("floor").median),
@@ -215,7 +223,6 @@ export function render(header: Header, results: Results, elapsedMs: number, left
     "",
     design,
   ];
-  const firstRatio = total(firstCell.repl).median / total(firstCell.floor).median;
   const shimCost = ms(firstCell.pythonPassOnPath).median - ms(firstCell.pythonPass).median;
   out.push(
     section(
@@ -224,16 +231,17 @@ export function render(header: Header, results: Results, elapsedMs: number, left
         ["contender", "median", "p90", "initialize", "first call", "design.md"],
         [
           cellRow("repl-mcp --python <real interpreter>", firstCell.repl),
+          cellRow("repl-mcp 1.x --python <real interpreter>", firstCell.old),
           cellRow("composed floor (same interpreter)", firstCell.floor, about(DESIGN.floorFirstCellMs)),
           passRow("python -c pass (real interpreter)", firstCell.pythonPass, about(DESIGN.pythonPassMs)),
-          [
-            "ratio repl-mcp / composed floor",
-            formatRatio(firstRatio),
-            formatRatio(total(firstCell.repl).p90 / total(firstCell.floor).p90),
-            formatRatio(init(firstCell.repl).median / init(firstCell.floor).median),
-            formatRatio(firstCall(firstCell.repl).median / firstCall(firstCell.floor).median),
+          ...(["repl", "old"] as const).map((key) => [
+            `ratio repl-mcp${key === "old" ? " 1.x" : ""} / composed floor`,
+            formatRatio(total(firstCell[key]).median / total(firstCell.floor).median),
+            formatRatio(total(firstCell[key]).p90 / total(firstCell.floor).p90),
+            formatRatio(init(firstCell[key]).median / init(firstCell.floor).median),
+            formatRatio(firstCall(firstCell[key]).median / firstCall(firstCell.floor).median),
             "",
-          ],
+          ]),
           [
             "ratio repl-mcp / python -c pass",
             formatRatio(total(firstCell.repl).median / ms(firstCell.pythonPass).median),
@@ -266,74 +274,10 @@ export function render(header: Header, results: Results, elapsedMs: number, left
   out.push(memorySection(memory, warm));
   out.push(scalingSection(results.sessions, results.growth));
 
-  // Targets
-  const jupyterLimit = DESIGN.jupyterMs * TARGET.jupyterFraction;
-  const replIdle = medianOf(memory.replIdle, (tree) => tree.rss) ?? Number.NaN;
-  const trivialIdle = medianOf(memory.trivialIdle, (tree) => tree.rss) ?? Number.NaN;
-  const hundredRepl = medianOf(memory.replHundredCells, (row) => row.tree.pss) ?? Number.NaN;
-  const hundredFloor = medianOf(memory.floorHundredCells, (row) => row.tree.pss) ?? Number.NaN;
-  const hundredRatio = hundredRepl / hundredFloor;
-  const marginal = marginalSession(results.sessions);
-  const growthRatios = growthRatiosOf(results.growth);
-  const rows: string[][] = [
-    [
-      `spawn → initialize ≤ ${TARGET.initRatio}× trivial compiled server`,
-      `${formatRatio(initRatio)} (${formatMs(replInit.median)} vs ${formatMs(trivialInit.median)})`,
-      verdict(initRatio <= TARGET.initRatio),
-    ],
-    [
-      `warm round trip, back-to-back ≤ ${TARGET.warmRatio}× composed floor`,
-      `${formatRatio(warmRatio)} (${formatMs(b2b("repl").median)} vs ${formatMs(b2b("floor").median)})`,
-      verdict(warmRatio <= TARGET.warmRatio),
-    ],
-    [
-      `warm round trip, paced ≤ ${TARGET.warmRatio}× composed floor`,
-      `${formatRatio(pacedRatio)} (${formatMs(paced("repl").median)} vs ${formatMs(paced("floor").median)})`,
-      verdict(pacedRatio <= TARGET.warmRatio),
-    ],
-    [
-      `warm round trip ≤ ${TARGET.jupyterFraction}× Jupyter kernel (design.md's ${DESIGN.jupyterMs} ms, not run here)`,
-      `${formatMs(b2b("repl").median)} vs ≤ ${formatMs(jupyterLimit)}`,
-      verdict(b2b("repl").median <= jupyterLimit),
-    ],
-    [
-      `first cell ≤ ${TARGET.firstCellRatio}× composed floor's first cell`,
-      `${formatRatio(firstRatio)} (${formatMs(total(firstCell.repl).median)} vs ${formatMs(total(firstCell.floor).median)})`,
-      verdict(firstRatio <= TARGET.firstCellRatio),
-    ],
-    [
-      `idle server RSS, no Python ≤ ${TARGET.idleServerMiB} MiB`,
-      `${formatMiB(replIdle)} (trivial server ${formatMiB(trivialIdle)}, ${formatRatio(replIdle / trivialIdle)})`,
-      verdict(replIdle / 1024 <= TARGET.idleServerMiB),
-    ],
-    [
-      `tree PSS after 100 cells ≤ ${TARGET.hundredCellsPssRatio}× composed floor's`,
-      `${formatRatio(hundredRatio)} (${formatMiB(hundredRepl)} vs ${formatMiB(hundredFloor)})`,
-      verdict(hundredRatio <= TARGET.hundredCellsPssRatio),
-    ],
-    [
-      `each extra session with a live worker ≤ ${TARGET.extraSessionRatio}× one more floor eval loop (PSS)`,
-      `${formatRatio(marginal.ratio)} (${formatMiB(marginal.repl)} vs ${formatMiB(marginal.floor)})`,
-      verdict(marginal.ratio <= TARGET.extraSessionRatio),
-    ],
-    [
-      `cell with ${NAMESPACE_VARIABLES.toLocaleString("en")} variables ≤ ${TARGET.growthRatio}× small server (flat)`,
-      `${formatRatio(growthRatios.namespace)}`,
-      verdict(growthRatios.namespace <= TARGET.growthRatio),
-    ],
-    [
-      `cell with ${HISTORY_RUNS} large runs in history ≤ ${TARGET.growthRatio}× small server (flat)`,
-      `${formatRatio(growthRatios.history)}`,
-      verdict(growthRatios.history <= TARGET.growthRatio),
-    ],
-    [
-      "output flood (200 MB cell): bounded, RSS growth ≤ 5 MiB, ≤ 2× floor",
-      "section 5, bench/flood-and-bridge.ts",
-      "—",
-    ],
-    ["mcp.call to a stdio peer ≤ 2× SDK client direct", "section 6, bench/flood-and-bridge.ts", "—"],
-  ];
-  out.push(section('Targets (design.md, "Performance targets")', table(["target", "measured", ""], rows)));
+  out.push(floodSection(results.flood));
+  out.push(bridgeSection(results.bridge));
+  out.push(versusOld(results, header.oldBuild));
+  out.push(targets(results));
 
   if (leftovers.length > 0) {
     out.push(section("Processes that outlived a clean stop (killed by the benchmark)", leftovers.join("\n")));
@@ -450,6 +394,7 @@ function memorySection(memory: MemoryResult, warm: WarmResult): string {
   ];
   const rows = [
     idleRow("repl-mcp idle, no Python (initialize + python_health)", memory.replIdle),
+    idleRow("repl-mcp 1.x idle, no Python", memory.oldIdle),
     idleRow(
       "trivial compiled server idle (initialize + noop)",
       memory.trivialIdle,
@@ -457,10 +402,13 @@ function memorySection(memory: MemoryResult, warm: WarmResult): string {
     ),
     idleRow("composed floor idle (initialize + noop)", memory.floorIdle),
     replRow("repl-mcp after 1 cell", memory.replOneCell),
+    replRow("repl-mcp 1.x after 1 cell", memory.oldOneCell),
     floorRow("composed floor after 1 cell", memory.floorOneCell),
     replRow("repl-mcp after 100 cells", memory.replHundredCells),
+    replRow("repl-mcp 1.x after 100 cells", memory.oldHundredCells),
     floorRow("composed floor after 100 cells", memory.floorHundredCells),
     replRow(`repl-mcp after the warm phase (${warm.after.cells} cells)`, [warm.after.repl]),
+    replRow(`repl-mcp 1.x after the warm phase (${warm.after.cells} cells)`, [warm.after.old]),
     floorRow(`composed floor after the warm phase (${warm.after.cells} cells)`, [warm.after.floor]),
   ];
   const { repl } = warm.after;
@@ -478,44 +426,24 @@ function memorySection(memory: MemoryResult, warm: WarmResult): string {
   );
 }
 
-function marginalSession(sessions: SessionsResult): { repl: number; floor: number; ratio: number } {
-  const per = (rows: { before: TreeMemory; after: TreeMemory }[]) =>
-    medianOf(rows, (row) => (row.after.pss - row.before.pss) / EXTRA_SESSIONS) ?? Number.NaN;
-  const repl = per(sessions.repl);
-  const floor = per(sessions.floor);
-  return { repl, floor, ratio: repl / floor };
-}
-
-/** Flat means neither the wall time nor the CPU time of a trivial cell grew: the larger ratio counts. */
-function growthRatiosOf(growth: GrowthResult): { namespace: number; history: number } {
-  const wall = (key: "namespace" | "history") => median(growth.samples[key]) / median(growth.samples.small);
-  const cpu = (key: "namespace" | "history") => growth.cpuUs[key] / growth.cpuUs.small;
-  return {
-    namespace: Math.max(wall("namespace"), cpu("namespace")),
-    history: Math.max(wall("history"), cpu("history")),
-  };
-}
-
 function scalingSection(sessions: SessionsResult, growth: GrowthResult): string {
-  const marginal = marginalSession(sessions);
-  const rssPer = (rows: { before: TreeMemory; after: TreeMemory }[]) =>
-    formatMiB(medianOf(rows, (row) => (row.after.rss - row.before.rss) / EXTRA_SESSIONS));
+  const per = (rows: { before: TreeMemory; after: TreeMemory }[], pick: (tree: TreeMemory) => number) =>
+    medianOf(rows, (row) => (pick(row.after) - pick(row.before)) / EXTRA_SESSIONS) ?? Number.NaN;
+  const floorPss = per(sessions.floor, (tree) => tree.pss);
+  const sessionRow = (label: string, rows: { before: TreeMemory; after: TreeMemory }[]) => [
+    label,
+    formatMiB(per(rows, (tree) => tree.pss)),
+    formatMiB(per(rows, (tree) => tree.rss)),
+    `${formatMiB(medianOf(rows, (row) => row.before.pss))} → ${formatMiB(medianOf(rows, (row) => row.after.pss))}`,
+  ];
   const memoryTable = table(
     ["contender", "PSS per extra", "RSS per extra", "tree PSS before → after"],
     [
-      [
-        `repl-mcp: ${EXTRA_SESSIONS} more sessions, one cell each`,
-        formatMiB(marginal.repl),
-        rssPer(sessions.repl),
-        `${formatMiB(medianOf(sessions.repl, (row) => row.before.pss))} → ${formatMiB(medianOf(sessions.repl, (row) => row.after.pss))}`,
-      ],
-      [
-        `composed floor: ${EXTRA_SESSIONS} more eval loops, one cell each`,
-        formatMiB(marginal.floor),
-        rssPer(sessions.floor),
-        `${formatMiB(medianOf(sessions.floor, (row) => row.before.pss))} → ${formatMiB(medianOf(sessions.floor, (row) => row.after.pss))}`,
-      ],
-      ["ratio repl-mcp / floor", formatRatio(marginal.ratio), "", ""],
+      sessionRow(`repl-mcp: ${EXTRA_SESSIONS} more sessions, one cell each`, sessions.repl),
+      sessionRow(`repl-mcp 1.x: ${EXTRA_SESSIONS} more sessions, one cell each`, sessions.old),
+      sessionRow(`composed floor: ${EXTRA_SESSIONS} more eval loops, one cell each`, sessions.floor),
+      ["ratio repl-mcp / floor", formatRatio(per(sessions.repl, (tree) => tree.pss) / floorPss), "", ""],
+      ["ratio repl-mcp 1.x / floor", formatRatio(per(sessions.old, (tree) => tree.pss) / floorPss), "", ""],
     ],
   );
   const timing = (key: keyof GrowthResult["samples"], label: string) => {
@@ -540,11 +468,11 @@ function scalingSection(sessions: SessionsResult, growth: GrowthResult): string 
   );
   return [
     section(
-      `7. each extra session with a live worker (median of ${sessions.repl.length} rounds)`,
+      `5. each extra session with a live worker (median of ${sessions.repl.length} rounds)`,
       memoryTable,
     ),
     section(
-      `8. cost of a trivial cell as the state grows (back-to-back, n=${growth.samples.small.length} each, interleaved)`,
+      `6. cost of a trivial cell as the state grows (back-to-back, n=${growth.samples.small.length} each, interleaved)`,
       growthTable,
       [
         "The full-history server is refilled between timed blocks (the timed cells push old runs out), then",
@@ -567,6 +495,8 @@ function cpuSection(warm: WarmResult): string {
   const rows = [
     ...row("repl-mcp", warm.cpu.repl, ["server", "guardian", "worker"]),
     ["repl-mcp: whole tree", `${total(warm.cpu.repl).toFixed(0)} µs`, ""],
+    ...row("repl-mcp 1.x", warm.cpu.old, ["server", "guardian", "worker"]),
+    ["repl-mcp 1.x: whole tree", `${total(warm.cpu.old).toFixed(0)} µs`, ""],
     ...row("composed floor", warm.cpu.floor, ["server", "eval loop"]),
     ["composed floor: whole tree", `${total(warm.cpu.floor).toFixed(0)} µs`, ""],
     ...row("alone", warm.cpu.worker, ["worker.py"]),
@@ -576,7 +506,8 @@ function cpuSection(warm: WarmResult): string {
     "   CPU per warm 1+1 call, per process (schedstat over all threads; a run of calls of its own)",
     table(["process", "CPU per call", "wake-ups per call"], rows),
     [
-      `repl-mcp tree / composed floor tree: ${formatRatio(total(warm.cpu.repl) / total(warm.cpu.floor))}. ` +
+      `repl-mcp tree / composed floor tree: ${formatRatio(total(warm.cpu.repl) / total(warm.cpu.floor))}, ` +
+        `1.x tree / composed floor tree: ${formatRatio(total(warm.cpu.old) / total(warm.cpu.floor))}. ` +
         "CPU time barely depends on the machine's load, wall time does.",
     ],
   );

@@ -1,9 +1,11 @@
-// `npm run bench`: repl-mcp against references built here, measured side by side in one run.
+// `npm run bench`: repl-mcp against its own 1.x build and against references built here, measured side by
+// side in one run.
 //
 //   bun run bench/run.ts            (npm run bench builds dist/repl-mcp first)
 //
-// REPL_MCP_BINARY overrides the binary under test. All processes run with HOME and XDG dirs inside a
-// temp dir, which is removed at the end together with every process the benchmark started.
+// REPL_MCP_BINARY overrides the binary under test, REPL_MCP_1X_BINARY the 1.x build (otherwise built once
+// from its commit and cached, see bench/lib/product-1x.ts). All processes run with HOME and XDG dirs
+// inside a temp dir, which is removed at the end together with every process the benchmark started.
 // The printed report is informational: a missed target never makes the run fail.
 import {
   chmodSync,
@@ -15,12 +17,31 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  writeFileSync,
 } from "node:fs";
 import { release, tmpdir } from "node:os";
 import { basename, join, resolve } from "node:path";
+import { brokeredCalls } from "./bridge.ts";
+import { flood } from "./flood.ts";
 import { leftovers, type ServerSpec, stopAll, withServer } from "./lib/mcp.ts";
-import { COMPILE_FLAGS, cleanEnv, compileReference, output } from "./lib/spawn.ts";
-import { type Contenders, firstCellLatency, memory, spawnToInitialize, warmRoundTrips } from "./phases.ts";
+import { PRODUCT_1X_COMMIT, product1x } from "./lib/product-1x.ts";
+import {
+  COMPILE_FLAGS,
+  cleanEnv,
+  compileFloorBridge,
+  compileReference,
+  echoPeer,
+  floorBridgeArgs,
+  output,
+} from "./lib/spawn.ts";
+import {
+  type Contenders,
+  firstCellLatency,
+  memory,
+  progress,
+  spawnToInitialize,
+  warmRoundTrips,
+} from "./phases.ts";
 import { type Header, render } from "./report.ts";
 import { extraSessions, growth } from "./scaling.ts";
 
@@ -31,6 +52,7 @@ const PLAN = {
   memoryRounds: 3,
   sessionRounds: 2,
   growth: { blocks: 12, perBlock: 10 },
+  floodRounds: 5,
 };
 
 const root = resolve(import.meta.dir, "..");
@@ -87,7 +109,7 @@ async function main(): Promise<void> {
 
   try {
     const dirs = Object.fromEntries(
-      ["home", "cache", "config", "data", "state", "project"].map((name) => {
+      ["home", "cache", "config", "data", "state", "project", "bridge"].map((name) => {
         const dir = join(tmp, name);
         mkdirSync(dir, { recursive: true });
         return [name, dir];
@@ -111,23 +133,37 @@ async function main(): Promise<void> {
       env,
     ).split("\n") as [string, string];
 
-    process.stderr.write("bench: compiling the reference server\n");
+    const oldBinary = await product1x(root, progress);
+    progress("compiling the reference server and the floor bridge");
     const trivialBinary = join(tmp, "trivial-server");
     await compileReference(root, trivialBinary, python);
-    // A private copy, so a rebuild of dist/ during the run cannot mix two builds in one report.
+    const bridgeBinary = join(tmp, "floor-bridge");
+    await compileFloorBridge(root, bridgeBinary, python);
+    // Private copies, so a rebuild of dist/ during the run cannot mix two builds in one report.
     const replBinary = join(tmp, "repl-mcp");
     copyFileSync(binary, replBinary);
     chmodSync(replBinary, 0o755);
+    const oldCopy = join(tmp, "repl-mcp-1.x");
+    copyFileSync(oldBinary, oldCopy);
+    chmodSync(oldCopy, 0o755);
+    // The brokered calls run in a project of their own, whose registry names the peer; the other
+    // phases' project has none.
+    const [peerCommand, ...peerArgs] = echoPeer(root) as [string, ...string[]];
+    writeFileSync(
+      join(dirs.bridge as string, ".mcp.json"),
+      JSON.stringify({ mcpServers: { peer: { command: peerCommand, args: peerArgs } } }),
+    );
 
-    const spec = (label: string, command: string, args: string[]): ServerSpec => ({
+    const spec = (label: string, command: string, args: string[], cwd = project): ServerSpec => ({
       label,
       command,
       args,
       env,
-      cwd: project,
+      cwd,
     });
     const contenders: Contenders = {
       repl: spec("repl-mcp", replBinary, ["--python", python]),
+      old: spec("repl-mcp 1.x", oldCopy, ["--python", python]),
       replOnPath: spec("repl-mcp (python3 on PATH)", replBinary, []),
       trivial: spec("trivial server", trivialBinary, []),
       floor: spec("composed floor", trivialBinary, ["--eval-loop", python, join(references, "eval-loop.py")]),
@@ -151,6 +187,14 @@ async function main(): Promise<void> {
     const memoryResult = await memory(contenders, PLAN.memoryRounds);
     const sessions = await extraSessions(contenders, PLAN.sessionRounds);
     const growthResult = await growth(contenders, PLAN.growth.blocks, PLAN.growth.perBlock);
+    const floodResult = await flood(contenders, PLAN.floodRounds);
+    const bridge = await brokeredCalls({
+      repl: spec("repl-mcp", replBinary, ["--python", python], dirs.bridge),
+      old: spec("repl-mcp 1.x", oldCopy, ["--python", python], dirs.bridge),
+      floor: spec("floor bridge", bridgeBinary, floorBridgeArgs(root, python), dirs.bridge),
+      peer: echoPeer(root),
+      env,
+    });
 
     const header: Header = {
       machine: machine(),
@@ -160,6 +204,9 @@ async function main(): Promise<void> {
       pythonOnPath,
       binary,
       binaryBytes: statSync(replBinary).size,
+      oldBuild: `commit ${PRODUCT_1X_COMMIT.slice(0, 7)}, the last on the SDK 1.x`,
+      oldBinary,
+      oldBinaryBytes: statSync(oldCopy).size,
       workerScript: contenders.workerScript.startsWith(tmp)
         ? `$XDG_CACHE_HOME/repl-mcp/${basename(contenders.workerScript)}, as the binary wrote it`
         : contenders.workerScript,
@@ -171,7 +218,21 @@ async function main(): Promise<void> {
     };
     await cleanup();
     process.stdout.write(
-      `${render(header, { spawn, firstCell, warm, memory: memoryResult, sessions, growth: growthResult }, performance.now() - began, leftovers)}\n`,
+      `${render(
+        header,
+        {
+          spawn,
+          firstCell,
+          warm,
+          memory: memoryResult,
+          sessions,
+          growth: growthResult,
+          flood: floodResult,
+          bridge,
+        },
+        performance.now() - began,
+        leftovers,
+      )}\n`,
     );
   } finally {
     await cleanup();

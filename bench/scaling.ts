@@ -2,7 +2,7 @@
 // floor eval loop, and the cost of a trivial cell once the namespace is large or the run history is
 // full of large results, against the same server left small, timed side by side.
 import { LoneEvalLoop } from "./lib/line-child.ts";
-import { type Served, start, textOf } from "./lib/mcp.ts";
+import { type Served, type ServerSpec, start, textOf } from "./lib/mcp.ts";
 import { cpuUse, processTree, type TreeMemory, treeMemory } from "./lib/proc.ts";
 import {
   CELL,
@@ -29,6 +29,8 @@ const HISTORY_CELL = "print('o' * 50_000)\n'r' * 20_000";
 export interface SessionsResult {
   /** Tree memory with the default session's worker live, then with EXTRA_SESSIONS more. */
   repl: { before: TreeMemory; after: TreeMemory }[];
+  /** The same for the 1.x build. */
+  old: { before: TreeMemory; after: TreeMemory }[];
   /** The composed floor after one cell, then with EXTRA_SESSIONS more eval loops each after one cell. */
   floor: { before: TreeMemory; after: TreeMemory }[];
 }
@@ -49,16 +51,19 @@ function sumTrees(trees: TreeMemory[]): TreeMemory {
   );
 }
 
-async function replSessions(c: Contenders): Promise<{ before: TreeMemory; after: TreeMemory }> {
-  const { served } = await start(c.repl);
+async function replSessions(
+  spec: ServerSpec,
+  cwd: string,
+): Promise<{ before: TreeMemory; after: TreeMemory }> {
+  const { served } = await start(spec);
   try {
-    expectTwo(textOf(await served.call("execute_python", CELL)), "repl-mcp");
+    expectTwo(textOf(await served.call("execute_python", CELL)), spec.label);
     const before = await settledTree(served.pid);
     for (let i = 0; i < EXTRA_SESSIONS; i++) {
-      const opened = await served.call("python_session_open", { name: `bench-${i}`, project: c.cwd });
+      const opened = await served.call("python_session_open", { name: `bench-${i}`, project: cwd });
       const sessionId = (opened.structuredContent as { session_id: string }).session_id;
       const result = await served.call("execute_python", { ...CELL, session_id: sessionId });
-      expectTwo(textOf(result), `repl-mcp session ${i}`);
+      expectTwo(textOf(result), `${spec.label} session ${i}`);
     }
     return { before, after: await settledTree(served.pid) };
   } finally {
@@ -89,10 +94,11 @@ async function floorLoops(c: Contenders): Promise<{ before: TreeMemory; after: T
 
 export async function extraSessions(c: Contenders, rounds: number): Promise<SessionsResult> {
   progress(`extra sessions: ${rounds} rounds of ${EXTRA_SESSIONS} sessions vs ${EXTRA_SESSIONS} eval loops`);
-  const result: SessionsResult = { repl: [], floor: [] };
+  const result: SessionsResult = { repl: [], old: [], floor: [] };
   for (let round = 0; round < rounds; round++) {
     const steps = [
-      async () => result.repl.push(await replSessions(c)),
+      async () => result.repl.push(await replSessions(c.repl, c.cwd)),
+      async () => result.old.push(await replSessions(c.old, c.cwd)),
       async () => result.floor.push(await floorLoops(c)),
     ];
     for (const step of rotate(steps, round)) await step();

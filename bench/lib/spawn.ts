@@ -25,7 +25,11 @@ export function output(argv: string[], env: Record<string, string>, cwd?: string
   return result.stdout.toString().trim();
 }
 
-/** Compiles `entry` into a standalone binary with this Bun; run from the checkout so the SDK resolves. */
+/** The stdio peer of the brokered-call measurements, run from source by this Bun. */
+export function echoPeer(root: string): string[] {
+  return [process.execPath, join(root, "bench/references/echo-peer.ts")];
+}
+
 /**
  * Compiles the reference server (bench/references/trivial-server.ts) exactly as the product is built:
  * the same flags, and a bytecode profile recorded from its own run as the composed floor.
@@ -46,6 +50,27 @@ export async function compileReference(root: string, outfile: string, python: st
     },
   });
   if (!Bun.file(outfile).size) throw new Error(`compiling the reference produced no ${outfile}`);
+}
+
+/** The floor bridge's arguments: its eval loop, and the peer it forwards a cell's calls to. */
+export function floorBridgeArgs(root: string, python: string): string[] {
+  return ["--eval-loop", python, join(root, "bench/references/eval-loop.py"), "--peer", ...echoPeer(root)];
+}
+
+/** The floor bridge (bench/references/floor-bridge.ts), built like the reference server. */
+export async function compileFloorBridge(root: string, outfile: string, python: string): Promise<void> {
+  await profiledCompile({
+    entry: join(root, "bench/references/floor-bridge.ts"),
+    outfile,
+    session: {
+      args: floorBridgeArgs(root, python),
+      calls: [
+        { name: "execute_python", arguments: { code: "1+1" } },
+        { name: "execute_python", arguments: { code: "[call('echo', {'text': 'x'}) for _ in range(3)]" } },
+      ],
+    },
+  });
+  if (!Bun.file(outfile).size) throw new Error(`compiling the floor bridge produced no ${outfile}`);
 }
 
 /** process.env without undefined values, as Bun.spawn and the SDK transport want it. */

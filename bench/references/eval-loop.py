@@ -3,10 +3,16 @@
 Reads one JSON object per line on stdin ({"id": N, "code": "..."}), evaluates the code in one
 persistent namespace (as an expression if it is one, else as statements), and writes one JSON line
 back ({"id": N, "value": repr-or-null} or {"id": N, "error": "..."}). Standard library only.
+
+Under the floor bridge (bench/references/floor-bridge.ts) a cell may call `call(tool, arguments)`: it
+writes {"call": tool, "arguments": {...}} and blocks until the server's one-line answer ({"result": ...}
+or {"error": "..."}) arrives on stdin. With `stamps=[...]` it appends (sent, received): the monotonic
+nanoseconds after its line was written and after the answer was read and parsed.
 """
 
 import json
 import sys
+import time
 
 
 class BoundedOutput:
@@ -28,9 +34,23 @@ class BoundedOutput:
 
 
 def main() -> None:
-    namespace = {"__name__": "__main__"}
     out = sys.stdout
-    for raw in sys.stdin.buffer:
+    answers = sys.stdin.buffer
+
+    def call(tool, arguments=None, stamps=None):
+        out.write(json.dumps({"call": tool, "arguments": arguments or {}}) + "\n")
+        out.flush()
+        if stamps is not None:
+            sent = time.monotonic_ns()
+        answer = json.loads(answers.readline())
+        if stamps is not None:
+            stamps.append((sent, time.monotonic_ns()))
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        return answer["result"]
+
+    namespace = {"__name__": "__main__", "call": call}
+    for raw in answers:
         request = json.loads(raw)
         reply = {"id": request["id"]}
         try:

@@ -11,73 +11,7 @@
 // It exits when its stdin ends, killing the eval loop first, so the benchmark never leaves it behind.
 import { Server, type Tool } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
-import type { Subprocess } from "bun";
-
-interface EvalReply {
-  id: number;
-  value?: string | null;
-  error?: string;
-}
-
-/** A line-oriented JSON client of the eval loop; one outstanding request per id. */
-class EvalLoop {
-  private proc: Subprocess<"pipe", "pipe", "inherit"> | undefined;
-  private nextId = 1;
-  private readonly waiting = new Map<number, (reply: EvalReply) => void>();
-
-  constructor(
-    private readonly python: string,
-    private readonly script: string,
-  ) {}
-
-  /** The interpreter's pid once started (the benchmark reads its RSS). */
-  get pid(): number | undefined {
-    return this.proc?.pid;
-  }
-
-  run(code: string): Promise<EvalReply> {
-    const proc = this.ensure();
-    const id = this.nextId++;
-    const reply = new Promise<EvalReply>((resolve) => this.waiting.set(id, resolve));
-    proc.stdin.write(`${JSON.stringify({ id, code })}\n`);
-    void proc.stdin.flush();
-    return reply;
-  }
-
-  stop(): void {
-    this.proc?.kill("SIGKILL");
-  }
-
-  private ensure(): Subprocess<"pipe", "pipe", "inherit"> {
-    if (this.proc && this.proc.exitCode === null && this.proc.signalCode === null) return this.proc;
-    const proc = Bun.spawn([this.python, "-u", this.script], {
-      stdin: "pipe",
-      stdout: "pipe",
-      stderr: "inherit",
-    });
-    this.proc = proc;
-    void this.read(proc);
-    return proc;
-  }
-
-  private async read(proc: Subprocess<"pipe", "pipe", "inherit">): Promise<void> {
-    const decoder = new TextDecoder();
-    let pending = "";
-    for await (const chunk of proc.stdout) {
-      pending += decoder.decode(chunk, { stream: true });
-      let newline = pending.indexOf("\n");
-      while (newline >= 0) {
-        const reply = JSON.parse(pending.slice(0, newline)) as EvalReply;
-        pending = pending.slice(newline + 1);
-        this.waiting.get(reply.id)?.(reply);
-        this.waiting.delete(reply.id);
-        newline = pending.indexOf("\n");
-      }
-    }
-    for (const [id, resolve] of this.waiting) resolve({ id, error: "eval loop exited" });
-    this.waiting.clear();
-  }
-}
+import { EvalLoop } from "./eval-loop-client.ts";
 
 const argv = process.argv.slice(2);
 let evalLoop: EvalLoop | undefined;
