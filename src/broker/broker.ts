@@ -194,10 +194,7 @@ export class Broker {
   ): Promise<Record<string, unknown>> {
     let result: Record<string, unknown>;
     try {
-      result = (await connection.client.request(
-        { method: "tools/call", params: { name: tool, arguments: args } },
-        { timeout: timeoutMs, signal },
-      )) as Record<string, unknown>;
+      result = await connection.callTool(tool, args, { timeoutMs, signal });
     } catch (error) {
       this.journal.finish(record, "outcome_unknown");
       // The agent hears "outcome unknown" only once the journal file says so too (contract §5.7).

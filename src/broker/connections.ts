@@ -14,6 +14,7 @@ import { BROKER_CONNECT_COOLDOWN_MS, BROKER_CONNECT_MAX_MS, BROKER_LIVE_TRANSPOR
 import { withTimeout } from "../timeout.ts";
 import { NAME, VERSION } from "../version.ts";
 import type { HttpEntry, ServerEntry, StdioEntry } from "./config.ts";
+import type { DirectCalls } from "./direct-calls.ts";
 import type { TokenSource } from "./oauth/grants.ts";
 import { ownCause, peerProblem, timedOut } from "./peer-fault.ts";
 
@@ -39,7 +40,22 @@ export class Connection {
     readonly key: string,
     readonly client: Client,
     private readonly link: Link,
+    /** Present for a stdio peer in a legacy era: tools/call goes on its pipes without the SDK client. */
+    private readonly direct?: DirectCalls,
   ) {}
+
+  /** One tools/call, answered with the peer's result (errors as the SDK client's, see peer-fault.ts). */
+  callTool(
+    name: string,
+    args: Record<string, unknown>,
+    options: { timeoutMs: number; signal?: AbortSignal },
+  ): Promise<Record<string, unknown>> {
+    if (this.direct) return this.direct.callTool(name, args, options);
+    return this.client.request(
+      { method: "tools/call", params: { name, arguments: args } },
+      { timeout: options.timeoutMs, signal: options.signal },
+    ) as Promise<Record<string, unknown>>;
+  }
 
   /** What the peer did wrong, if the connection failed because of it (see peerProblem). */
   get failure(): string | undefined {
@@ -51,6 +67,13 @@ export class Connection {
     await this.client.close().catch(() => {});
     await this.link.close().catch(() => {});
   }
+}
+
+/** A connected client, what stays under it, and for a legacy stdio peer its direct tools/call. */
+interface Connected {
+  client: Client;
+  link: Link;
+  direct?: DirectCalls;
 }
 
 /** What stays under a connected client: how to end it, and why it failed if the peer broke it. */
@@ -146,7 +169,7 @@ export class ConnectionPool {
     // The client side of the SDK (and the HTTP stack) loads only once a cell first uses the broker.
     const { Client } = await import("@modelcontextprotocol/client");
     let links: Link[] = [];
-    let connected: { client: Client; link: Link };
+    let connected: Connected;
     try {
       // The SDK's timeout covers one request only; the whole connect is bounded here.
       connected = await withTimeout(
@@ -165,7 +188,7 @@ export class ConnectionPool {
       throw failure.error;
     }
     links = [];
-    const connection = new Connection(key, connected.client, connected.link);
+    const connection = new Connection(key, connected.client, connected.link, connected.direct);
     connected.client.onclose = () => {
       connection.closed = true;
       if (this.live.get(key) === connection) this.live.delete(key);
@@ -258,7 +281,7 @@ async function connectStdio(
   Client: ClientClass,
   spec: StdioEntry,
   started: (link: Link) => void,
-): Promise<{ client: Client; link: Link }> {
+): Promise<Connected> {
   const { StdioPeer } = await import("./stdio-transport.ts");
   const peer = new StdioPeer(spec);
   const link = { close: () => peer.close(), failure: () => peer.failure };
@@ -267,7 +290,7 @@ async function connectStdio(
   const legacy = newClient(Client, false);
   try {
     await legacy.connect(peer.channel(), { timeout: BROKER_CONNECT_MAX_MS, prior: { kind: "legacy" } });
-    return { client: legacy, link };
+    return { client: legacy, link, direct: peer.calls };
   } catch (error) {
     if ((error as { code?: unknown }).code !== UNSUPPORTED_PROTOCOL_VERSION) throw error;
   }
@@ -282,7 +305,7 @@ async function connectHttp(
   spec: HttpEntry,
   tokens: TokenSource | undefined,
   started: (link: Link) => void,
-): Promise<{ client: Client; link: Link }> {
+): Promise<Connected> {
   const { httpTransport } = await import("./http-transport.ts");
   const transport = httpTransport(spec, tokens);
   const link = { close: () => transport.close(), failure: () => (transport as { failure?: string }).failure };

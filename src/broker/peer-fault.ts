@@ -11,6 +11,11 @@ export function timedOut(error: unknown): boolean {
   return (error as { code?: unknown } | undefined)?.code === REQUEST_TIMEOUT;
 }
 
+/** The error of a request the broker sent itself (direct-calls.ts) whose timeout passed, as timedOut() knows it. */
+export function requestTimedOut(): Error {
+  return Object.assign(new Error("MCP request timed out"), { code: REQUEST_TIMEOUT });
+}
+
 export class PeerFault extends ReplError {
   constructor(message: string) {
     super("MCP_PROTOCOL", message);

@@ -6,7 +6,8 @@
 // The process is one thing and the SDK clients talking to it another: connecting may take two clients
 // in turn on the same pipes (a legacy `initialize` first, then the 2026-07-28 era if the peer refuses it,
 // see connections.ts), so each client gets a `channel()`, and closing a channel never ends the process.
-// Only `close()` does.
+// Only `close()` does. Answers to the tools/call requests the broker writes here itself (direct-calls.ts)
+// are taken off before the client sees the stream.
 import type { Transport } from "@modelcontextprotocol/client";
 import { childEnv } from "../guardian/env.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
@@ -23,6 +24,7 @@ import { JsonRpcPipe } from "../wire/json-rpc-pipe.ts";
 import { isBlankLine, type JSONRPCMessage, parseJsonRpcLine } from "../wire/jsonrpc.ts";
 import { encodeFrame, OVERSIZED } from "../wire/lines.ts";
 import type { StdioEntry } from "./config.ts";
+import { DirectCalls } from "./direct-calls.ts";
 
 const PEER_INVALID = "MCP peer sent invalid data (a line that is not JSON-RPC) and was stopped";
 const PEER_TOO_LARGE = `MCP peer frame exceeds ${sizeText(BROKER_PEER_LINE_MAX_BYTES)}; the peer was stopped`;
@@ -31,6 +33,8 @@ const PEER_STALLED = `MCP peer read none of its input for ${BROKER_PEER_WRITE_ST
 export class StdioPeer {
   /** Why the peer was stopped, when it misbehaved. */
   failure: string | undefined;
+  /** tools/call requests sent on these pipes without the SDK client (used once a legacy client connected). */
+  readonly calls = new DirectCalls((message) => this.send(message));
   private process: GuardedProcess | undefined;
   private pipe: JsonRpcPipe | undefined;
   private current: PeerChannel | undefined;
@@ -68,7 +72,9 @@ export class StdioPeer {
           const verdict = parseJsonRpcLine(line);
           return "message" in verdict ? verdict.message : this.stop(PEER_INVALID);
         },
-        deliver: (message) => this.current?.onmessage?.(message),
+        deliver: (message) => {
+          if (!this.calls.take(message)) this.current?.onmessage?.(message);
+        },
         stalled: () => this.stop(PEER_STALLED),
         ended: (error) => {
           if (error) this.stop("MCP peer output failed");
@@ -116,6 +122,7 @@ export class StdioPeer {
   private finish(): void {
     if (this.closed) return;
     this.closed = true;
+    this.calls.close(new Error(this.failure ?? "MCP peer exited"));
     this.current?.end();
   }
 

@@ -1,6 +1,7 @@
 // One NDJSON JSON-RPC line → a message, or the reason it is not one. Both ends that read JSON-RPC over
-// pipes use it: our own stdin (server/stdio.ts) and stdio MCP peers (broker/stdio-transport.ts).
-import { JSONRPCMessageSchema } from "@modelcontextprotocol/core";
+// pipes use it: our own stdin (server/stdio.ts) and stdio MCP peers (broker/stdio-transport.ts). Also the
+// shape of a tools/call result, for the calls the broker sends a stdio peer itself (broker/direct-calls.ts).
+import { CallToolResultSchema, JSONRPCMessageSchema } from "@modelcontextprotocol/core";
 import { JSONRPC_INVALID_REQUEST, JSONRPC_PARSE_ERROR } from "../errors.ts";
 
 /** A JSON-RPC 2.0 message as the SDK's own schema reads it (the same type both SDK packages take). */
@@ -43,4 +44,23 @@ export function parseJsonRpcLine(line: Uint8Array): LineVerdict {
 /** An empty line, or one holding only the CR of a CRLF ending: skipped, never answered. */
 export function isBlankLine(line: Uint8Array): boolean {
   return line.length === 0 || (line.length === 1 && line[0] === 0x0d);
+}
+
+/** Result keys of other MCP result families: a result carrying one and no content is no tools/call success. */
+const FOREIGN_RESULT_KEYS = ["task", "inputRequests", "requestState"];
+
+/**
+ * A tools/call result as the revisions up to 2025-11-25 define it (content defaults to none, and
+ * structuredContent, when present, is an object), or undefined for anything else.
+ */
+export function parseCallToolResult(value: unknown): Record<string, unknown> | undefined {
+  if (!isPlainObject(value)) return undefined;
+  if (value.content === undefined && FOREIGN_RESULT_KEYS.some((key) => key in value)) return undefined;
+  if (value.structuredContent !== undefined && !isPlainObject(value.structuredContent)) return undefined;
+  const parsed = CallToolResultSchema.safeParse(value);
+  return parsed.success ? (parsed.data as Record<string, unknown>) : undefined;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
