@@ -14,6 +14,7 @@ import { Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { type Served, type ServerSpec, start } from "./lib/mcp.ts";
 import { cpuUse, processTree } from "./lib/proc.ts";
+import { median } from "./lib/stats.ts";
 import { progress, rotate } from "./phases.ts";
 
 export const BRIDGE_PLAN = {
@@ -21,7 +22,7 @@ export const BRIDGE_PLAN = {
   warmup: 1000,
   /** Calls per block; a cell's answer holds them all (a value shows at most 100 items). */
   perBlock: 30,
-  blocks: 10,
+  blocks: 20,
   tracedBlocks: 10,
   cpuCalls: 600,
 };
@@ -40,9 +41,9 @@ export interface BridgeSpecs {
 
 /** One call split at its stamps, in milliseconds. */
 export interface CallPhases {
-  /** Cell: the call begins → its request is written to the server. */
+  /** Cell: the call begins → its request is handed to the writer (checked, registered, not yet encoded). */
   outbound: number;
-  /** Written → the peer has parsed it: the server's work before dispatch, and two pipe hops. */
+  /** Handed over → the peer has parsed it: encoding and writing it, the server's work before dispatch, two pipe hops. */
   toPeer: number;
   /** The peer: request parsed → response handed to its transport. */
   peer: number;
@@ -62,12 +63,16 @@ export interface ProcessCall {
 
 export interface BridgeResult {
   samples: Record<BridgeKey, number[]>;
+  /** Each timed block's median, per contender, in the order the rounds ran. */
+  blockMedians: Record<BridgeKey, number[]>;
   phases: Record<CellKey, CallPhases[]>;
   cpu: Record<BridgeKey, ProcessCall[]>;
 }
 
 // Cells the contenders run. `_bench_traced` swaps in stamping wrappers around the worker's bridge writer
-// and its rpc_result handler for the block only (worker.py's Bridge section names them).
+// (stamped as the request frame is handed to it, before it is encoded and written) and its rpc_result
+// handler (stamped once the answer is read and decoded), for the block only; worker.py's Bridge section
+// names them. The eval loop stamps the same two points.
 const PRODUCT_HELPERS = `
 import json, time
 
@@ -91,9 +96,8 @@ def _bench_traced(n):
 
     class Stamping:
         def send(self, frame):
-            written = writer.send(frame)
             sent.append(time.monotonic_ns())
-            return written
+            return writer.send(frame)
 
         def __getattr__(self, name):
             return getattr(writer, name)
@@ -298,9 +302,13 @@ export async function brokeredCalls(specs: BridgeSpecs, plan = BRIDGE_PLAN): Pro
     const all = [...cells, direct.contender];
     for (const contender of all) await contender.run(plan.warmup);
     const samples: BridgeResult["samples"] = { repl: [], old: [], floor: [], direct: [] };
+    const blockMedians: BridgeResult["blockMedians"] = { repl: [], old: [], floor: [], direct: [] };
     for (let block = 0; block < plan.blocks; block++) {
-      for (const contender of rotate(all, block))
-        samples[contender.key].push(...(await contender.block(plan.perBlock)));
+      for (const contender of rotate(all, block)) {
+        const times = await contender.block(plan.perBlock);
+        samples[contender.key].push(...times);
+        blockMedians[contender.key].push(median(times));
+      }
     }
     const phases: BridgeResult["phases"] = { repl: [], old: [], floor: [] };
     for (let block = 0; block < plan.tracedBlocks; block++) {
@@ -310,7 +318,7 @@ export async function brokeredCalls(specs: BridgeSpecs, plan = BRIDGE_PLAN): Pro
     }
     const cpu = {} as BridgeResult["cpu"];
     for (const contender of all) cpu[contender.key] = await cpuPerCall(contender, plan.cpuCalls);
-    return { samples, phases, cpu };
+    return { samples, blockMedians, phases, cpu };
   } finally {
     await Promise.all([repl.stop(), old.stop(), floor.stop(), direct.close()]);
   }

@@ -48,16 +48,21 @@ const LABELS: Record<BridgeKey, string> = {
 };
 
 const PHASES: [keyof CallPhases, string][] = [
-  ["outbound", "cell: the call begins → its request is written to the server"],
-  ["toPeer", "written → the peer has it (server before dispatch, 2 pipe hops)"],
+  ["outbound", "cell: the call begins → its request goes to the writer"],
+  ["toPeer", "→ the peer has it (encode, write, server before dispatch, 2 pipe hops)"],
   ["peer", "the peer: request → response handed to its transport"],
   ["back", "handed over → the worker has the answer (server's return path, 2 pipe hops)"],
   ["inbound", "the worker has the answer → the call returns in the cell"],
   ["total", "the whole call (median of the per-call totals)"],
 ];
 
+/** The median over rounds of one round's block median against the floor bridge's in the same round. */
+export function pairedRatio(blockMedians: BridgeResult["blockMedians"], key: BridgeKey): number {
+  return median(blockMedians[key].map((value, round) => value / (blockMedians.floor[round] as number)));
+}
+
 export function bridgeSection(bridge: BridgeResult): string {
-  const { samples, phases, cpu } = bridge;
+  const { samples, blockMedians, phases, cpu } = bridge;
   const floor = median(samples.floor);
   const direct = median(samples.direct);
   const ratio = median(samples.repl) / floor;
@@ -109,14 +114,16 @@ export function bridgeSection(bridge: BridgeResult): string {
       timing,
       [
         `target: mcp.call ≤ ${TARGET.bridgeRatio}× the floor bridge → ${formatRatio(ratio)} ${ratio <= TARGET.bridgeRatio ? "PASS" : "MISS"}`,
+        `Paired per round (the median of each round's repl-mcp block / floor block): ${formatRatio(pairedRatio(blockMedians, "repl"))};`,
+        `the 1.x build's: ${formatRatio(pairedRatio(blockMedians, "old"))}. Rounds ran ${blockMedians.repl.length} times, ${samples.repl.length / blockMedians.repl.length} calls a block.`,
       ],
     ),
     section(
       `   where one call goes (${phases.repl.length} traced calls each; CLOCK_MONOTONIC stamps in the cell, the worker and the peer)`,
       phaseTable,
       [
-        "The worker's stamps are taken around its frame write and in its rpc_result handler; the floor's eval",
-        "loop stamps the same two points. Phases are medians of their own, so they need not add up to the total.",
+        "The worker is stamped as its request frame reaches the writer and in its rpc_result handler; the eval",
+        "loop at the same two points. Phases are medians of their own, so they need not add up to the total.",
       ],
     ),
     section("   CPU per call, per process (schedstat, a run of calls of its own)", cpuTable, [

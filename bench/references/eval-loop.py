@@ -7,7 +7,7 @@ back ({"id": N, "value": repr-or-null} or {"id": N, "error": "..."}). Standard l
 Under the floor bridge (bench/references/floor-bridge.ts) a cell may call `call(tool, arguments)`: it
 writes {"call": tool, "arguments": {...}} and blocks until the server's one-line answer ({"result": ...}
 or {"error": "..."}) arrives on stdin. With `stamps=[...]` it appends (sent, received): the monotonic
-nanoseconds after its line was written and after the answer was read and parsed.
+nanoseconds before its line is encoded and written, and once the answer is read and parsed.
 """
 
 import json
@@ -38,10 +38,10 @@ def main() -> None:
     answers = sys.stdin.buffer
 
     def call(tool, arguments=None, stamps=None):
-        out.write(json.dumps({"call": tool, "arguments": arguments or {}}) + "\n")
-        out.flush()
         if stamps is not None:
             sent = time.monotonic_ns()
+        out.write(json.dumps({"call": tool, "arguments": arguments or {}}) + "\n")
+        out.flush()
         answer = json.loads(answers.readline())
         if stamps is not None:
             stamps.append((sent, time.monotonic_ns()))
