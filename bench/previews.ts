@@ -126,7 +126,7 @@ function report(all: Contender[], alone: Record<string, number>): void {
   const medianOf = (code: string) => median(all.find((c) => c.code === code)?.times ?? []);
   const baseline = medianOf("1");
   console.log(
-    `\n7. a trailing value's preview at 10, 1,000 and 10 million rows: medians of ${ROUNDS} round trips`,
+    `\n10. a trailing value's preview at 10, 1,000 and 10 million rows: medians of ${ROUNDS} round trips`,
   );
   console.log(
     table(
@@ -165,7 +165,7 @@ function report(all: Contender[], alone: Record<string, number>): void {
 async function main(): Promise<void> {
   const probe = Bun.spawnSync([PYTHON, "-c", "import numpy, pandas"], { stderr: "pipe" });
   if (probe.exitCode !== 0) {
-    console.log(`\n7. previews: skipped, ${PYTHON} cannot import numpy and pandas`);
+    console.log(`\n10. previews: skipped, ${PYTHON} cannot import numpy and pandas`);
     return;
   }
   const tmp = mkdtempSync(join(tmpdir(), "repl-mcp-bench3-"));

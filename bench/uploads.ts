@@ -100,7 +100,7 @@ async function main(): Promise<void> {
       return [label, formatMs(ms), formatRatio(ms / file)];
     };
     console.log(
-      `\n8. a 16 MiB value from a cell, medians of ${ROUNDS} rounds (contenders rotate within each cell)`,
+      `\n11. a 16 MiB value from a cell, medians of ${ROUNDS} rounds (contenders rotate within each cell)`,
     );
     console.log(
       table(
