@@ -11,6 +11,10 @@ export const FRAME_MAX_BYTES = 1_048_576;
 export const MCP_MESSAGE_MAX_BYTES = 1_048_576;
 /** Messages toward our MCP client accepted at once: a client that stops reading costs at most these. */
 export const CLIENT_WRITE_QUEUE_MESSAGES = 4;
+/** The stdio client's opening burst is over when it sends nothing for this long (see jit.ts). */
+export const JIT_OPENING_QUIET_MS = 100;
+/** ... or at the latest this long after start, however busy it is. */
+export const JIT_OPENING_MAX_MS = 2_000;
 /** A client that reads none of our output for this long is treated as gone (the server stops). */
 export const CLIENT_WRITE_STALL_MS = 30_000;
 /**

@@ -6,7 +6,7 @@ import { openDurableJournal } from "./broker/journal-file.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import type { HttpOptions } from "./cli/http.ts";
 import { describe } from "./errors.ts";
-import { serving } from "./jit.ts";
+import { serving, servingAfterOpening } from "./jit.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
 import { clientContext } from "./server/server.ts";
@@ -73,8 +73,8 @@ export async function serve(options: ServeOptions): Promise<void> {
   }
   const served = serveStdio(
     clientContext(new SessionScope(sessions, { earlierJournal: true }), options.maxMemoryMib),
+    servingAfterOpening(),
   );
-  serving();
   await served;
   await stop(0);
 }

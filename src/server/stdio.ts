@@ -24,8 +24,8 @@ import type { ServerContext } from "./tools/tool.ts";
  * Serves one client on our stdin/stdout until it goes. The SDK's entry reads the opening message and
  * pins the connection to its era: `server/discover` (2026-07-28) or `initialize` (2024-11-05 … 2025-11-25).
  */
-export async function serveStdio(ctx: ServerContext): Promise<void> {
-  const transport = new StdioTransport();
+export async function serveStdio(ctx: ServerContext, onMessage?: () => void): Promise<void> {
+  const transport = new StdioTransport(onMessage);
   serveBothEras(({ era }) => createServer(ctx, era), {
     transport,
     onerror: (error) => log.debug(`MCP stdio: ${describe(error)}`),
@@ -44,6 +44,10 @@ export class StdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private closed = false;
+
+  /** `onActivity` hears of every message delivered (serve.ts times the JIT policy by it). */
+  constructor(private readonly onActivity?: () => void) {}
+
   private end = () => {};
   /** Settles when the transport closes (the client went, or stalled), whoever owns its callbacks. */
   readonly ended = new Promise<void>((resolve) => {
@@ -62,7 +66,10 @@ export class StdioTransport implements Transport {
     },
     {
       judge: (line) => this.judge(line),
-      deliver: (message) => this.onmessage?.(message),
+      deliver: (message) => {
+        this.onActivity?.();
+        this.onmessage?.(message);
+      },
       stalled: () => {
         log.error(
           `the MCP client read none of our output for ${CLIENT_WRITE_STALL_MS / 1000} s; stopping as if it had closed`,
