@@ -21,16 +21,33 @@ import { createServer } from "./server.ts";
 import type { ServerContext } from "./tools/tool.ts";
 
 /**
- * Serves one client on our stdin/stdout until it goes. The SDK's entry reads the opening message and
- * pins the connection to its era: `server/discover` (2026-07-28) or `initialize` (2024-11-05 … 2025-11-25).
+ * Serves one client on our stdin/stdout until it goes; the opening message decides the era. A legacy
+ * opening (no 2026-07-28 envelope: `initialize`, as VS Code and Codex send it) gets a legacy server
+ * connected straight to the transport, as before 2026 existed. Any other opening goes through the SDK's
+ * entry, which pins the connection to 2026-07-28 (or answers a revision it does not serve). The legacy
+ * path does not go through that entry on purpose: the entry checks every outgoing message against the
+ * SDK's schemas, about a fifth of the server's time on each cell.
  */
 export async function serveStdio(ctx: ServerContext, onMessage?: () => void): Promise<void> {
   const transport = new StdioTransport(onMessage);
-  serveBothEras(({ era }) => createServer(ctx, era), {
-    transport,
-    onerror: (error) => log.debug(`MCP stdio: ${describe(error)}`),
-  });
+  const opening = await transport.opening;
+  if (opening === undefined) return; // the client went before saying anything
+  if (isLegacyOpening(opening)) {
+    await createServer(ctx, "legacy").connect(transport);
+  } else {
+    serveBothEras(({ era }) => createServer(ctx, era), {
+      transport,
+      onerror: (error) => log.debug(`MCP stdio: ${describe(error)}`),
+    });
+  }
   await transport.ended;
+}
+
+/** The SDK entry's own rule: a first message without the 2026-07-28 envelope claim is 2025-era. */
+function isLegacyOpening(message: JSONRPCMessage): boolean {
+  if (!("method" in message)) return true;
+  const meta = (message.params as { _meta?: Record<string, unknown> } | undefined)?._meta;
+  return meta === undefined || !(CLAIM in meta);
 }
 
 const encoder = new TextEncoder();
@@ -42,11 +59,31 @@ const CLAIM = "io.modelcontextprotocol/protocolVersion";
 export class StdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
-  onmessage?: (message: JSONRPCMessage) => void;
   private closed = false;
+  private handler: ((message: JSONRPCMessage) => void) | undefined;
+  /** Messages read before anyone took the transport (the opening, while its era is decided). */
+  private readonly early: JSONRPCMessage[] = [];
+  private open: (message: JSONRPCMessage | undefined) => void = () => {};
+  /** The client's first message, read as soon as the transport exists (undefined: it went first). */
+  readonly opening = new Promise<JSONRPCMessage | undefined>((resolve) => {
+    this.open = resolve;
+  });
 
   /** `onActivity` hears of every message delivered (serve.ts times the JIT policy by it). */
-  constructor(private readonly onActivity?: () => void) {}
+  constructor(private readonly onActivity?: () => void) {
+    void this.pipe.read();
+  }
+
+  get onmessage(): ((message: JSONRPCMessage) => void) | undefined {
+    return this.handler;
+  }
+
+  /** Whoever takes the transport first gets the messages read so far, in order. */
+  set onmessage(handler: ((message: JSONRPCMessage) => void) | undefined) {
+    this.handler = handler;
+    if (!handler) return;
+    for (const message of this.early.splice(0)) handler(message);
+  }
 
   private end = () => {};
   /** Settles when the transport closes (the client went, or stalled), whoever owns its callbacks. */
@@ -68,7 +105,11 @@ export class StdioTransport implements Transport {
       judge: (line) => this.judge(line),
       deliver: (message) => {
         this.onActivity?.();
-        this.onmessage?.(message);
+        if (this.handler) this.handler(message);
+        else {
+          this.early.push(message);
+          this.open(message);
+        }
       },
       stalled: () => {
         log.error(
@@ -83,9 +124,8 @@ export class StdioTransport implements Transport {
     },
   );
 
-  async start(): Promise<void> {
-    void this.pipe.read();
-  }
+  /** Reading started with the transport, so that the opening can be looked at first. */
+  async start(): Promise<void> {}
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return;
@@ -110,6 +150,7 @@ export class StdioTransport implements Transport {
     if (this.closed) return;
     this.closed = true;
     this.pipe.close();
+    this.open(undefined);
     this.onclose?.();
     this.end();
   }
