@@ -48,7 +48,8 @@ export class RunHistory {
   }
 }
 
-function inlineImageBytes(result: ExecutionResult): number {
+/** Base64 characters of the pictures a result holds inline. */
+export function inlineImageBytes(result: ExecutionResult): number {
   let size = 0;
   for (const display of result.displays ?? []) size += display.data?.length ?? 0;
   return size;

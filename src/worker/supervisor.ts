@@ -19,8 +19,9 @@ import { waitAtMost } from "../timeout.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
-import { RunHistory } from "./history.ts";
+import { inlineImageBytes, RunHistory } from "./history.ts";
 import { type WorkerLaunch, WorkerProcess } from "./process.ts";
+import { picturesReleased } from "./reclaim.ts";
 import { type ExecutionResult, type Failure, Failures, failed } from "./result.ts";
 import { type Bridge, RpcDesk } from "./rpc.ts";
 import { residentBytes } from "./rss.ts";
@@ -151,6 +152,7 @@ export class Supervisor {
       const keep = this.closed ? undefined : this.options.keepDisplay;
       const displays = await Displays.archive(result.displays ?? [], keep);
       this.history.replace(result, { ...result, displays });
+      picturesReleased(inlineImageBytes(result));
     }
   }
 
