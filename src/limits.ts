@@ -130,8 +130,6 @@ export const DISPLAY_IMAGE_ASSEMBLY_MAX_BYTES = 11_184_812;
 export const HISTORY_INLINE_IMAGES_MAX_BYTES = 4 * DISPLAY_IMAGES_RESPONSE_MAX_BYTES;
 /** Picture data archived out of run histories, base64 characters, after which the server collects (reclaim.ts). */
 export const PICTURES_RELEASED_BEFORE_COLLECTION_BYTES = 4 * 1024 * 1024;
-/** A client quiet for this long is between turns: the server collects its heap once (reclaim.ts). */
-export const IDLE_COLLECT_AFTER_MS = 200;
 /** Set-aside displays kept as artifacts per run, so one plotting loop cannot evict every other artifact. */
 export const DISPLAY_ARTIFACTS_PER_RUN = 8;
 /** Base64 held for set-aside displays of one run until they are stored (about 24 MiB of pictures). */

@@ -9,7 +9,6 @@ import { describe } from "./errors.ts";
 import { serving, servingAfterOpening } from "./jit.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
-import { collectWhenIdle } from "./reclaim.ts";
 import { clientContext } from "./server/server.ts";
 import { serveStdio } from "./server/stdio.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
@@ -72,14 +71,9 @@ export async function serve(options: ServeOptions): Promise<void> {
     serving();
     return;
   }
-  const opening = servingAfterOpening();
-  const idle = collectWhenIdle();
   const served = serveStdio(
     clientContext(new SessionScope(sessions, { earlierJournal: true }), options.maxMemoryMib),
-    () => {
-      opening();
-      idle();
-    },
+    servingAfterOpening(),
   );
   await served;
   await stop(0);

@@ -14,7 +14,6 @@ import {
   WORKER_EXIT_WAIT_MS,
 } from "../limits.ts";
 import { log } from "../log.ts";
-import { picturesReleased } from "../reclaim.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
@@ -22,6 +21,7 @@ import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
 import { inlineImageBytes, RunHistory } from "./history.ts";
 import { type WorkerLaunch, WorkerProcess } from "./process.ts";
+import { picturesReleased } from "./reclaim.ts";
 import { type ExecutionResult, type Failure, Failures, failed } from "./result.ts";
 import { type Bridge, RpcDesk } from "./rpc.ts";
 import { residentBytes } from "./rss.ts";

@@ -13,7 +13,6 @@ import {
   SESSIONS_MAX,
 } from "../../limits.ts";
 import { log } from "../../log.ts";
-import { collectWhenIdle } from "../../reclaim.ts";
 import type { Sessions } from "../../sessions/registry.ts";
 import { withBoundedStream } from "./backlog.ts";
 import { readJsonBody } from "./body.ts";
@@ -48,7 +47,6 @@ export function serveHttp(pool: Sessions, options: HttpServeOptions): HttpServer
   const guard = new Guard({ bindHost: options.host, ...options });
   const clients = new Clients(pool, options.maxMemoryMib, options.idleTimeoutS);
   const principals = new Principals(pool, options.maxMemoryMib, options.idleTimeoutS);
-  const heard = collectWhenIdle();
   let bun: Bun.Server<undefined>;
   try {
     bun = Bun.serve({
@@ -57,13 +55,11 @@ export function serveHttp(pool: Sessions, options: HttpServeOptions): HttpServer
       idleTimeout: HTTP_UNAUTHENTICATED_IDLE_SECONDS,
       // A backstop only: the MCP limit is enforced after authentication, with a JSON-RPC answer.
       maxRequestBodySize: 2 * MCP_MESSAGE_MAX_BYTES,
-      fetch: (request, server) => {
-        heard();
-        return handle(request, server, guard, clients, principals, options.token).catch((error) => {
+      fetch: (request, server) =>
+        handle(request, server, guard, clients, principals, options.token).catch((error) => {
           log.error("HTTP request failed:", describe(error));
           return jsonError(500, -32603, "Internal error");
-        });
-      },
+        }),
     });
   } catch (error) {
     throw new StartupError(`cannot listen on ${options.host} port ${options.port}: ${describe(error)}`);
