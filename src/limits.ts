@@ -280,6 +280,8 @@ export const HTTP_TOKEN_MIN_CHARS = 16;
 export const HTTP_TOKEN_FILE_MAX_BYTES = 4_096;
 /** Seconds Bun may keep a connection with no traffic before an MCP request has been authenticated. */
 export const HTTP_UNAUTHENTICATED_IDLE_SECONDS = 30;
+/** The longest pause between two checks for idle HTTP clients. */
+export const HTTP_IDLE_SWEEP_MAX_MS = 5_000;
 /** Random bytes in a token the server makes for itself (printed as twice as many hex digits). */
 export const HTTP_GENERATED_TOKEN_BYTES = 32;
 /** An authenticated request body must have arrived whole within this; a slower one gets 408. */

@@ -274,13 +274,14 @@ export class Broker {
     try {
       return await this.catalogues.load(connection, entry, deadline, signal);
     } catch (error) {
+      // First: the SDK client hands a transport's own ReplError through as it is.
+      const refused = this.refusedCredentials(error, connection);
+      if (refused) throw refused;
       if (error instanceof ReplError) throw error;
       if (signal?.aborted) throw new ReplError("CANCELLED", "MCP tool listing cancelled");
       if (timedOut(error)) {
         throw new ReplError("DEADLINE_EXCEEDED", "MCP deadline exceeded while listing tools");
       }
-      const refused = this.refusedCredentials(error, connection);
-      if (refused) throw refused;
       const problem = peerProblem(error, connection.failure);
       if (problem) throw new ReplError("MCP_PROTOCOL", `${problem} while tools were listed`);
       throw new ReplError(

@@ -268,11 +268,15 @@ describe("ending MCP sessions", () => {
     expect(stale.status).toBe(404);
   });
 
-  test("a running cell keeps its MCP session alive past the idle timeout", async () => {
-    const server = await serve(["--idle-timeout-s", "1"]);
+  test("a running cell keeps its MCP session alive past the idle timeout, and its idle time starts after it", async () => {
+    const server = await serve(["--idle-timeout-s", "2"]);
     const client = await server.connect();
-    const result = await client.run("import time; time.sleep(3); 'still here'");
+    const result = await client.run("import time\nkept = 'still here'\ntime.sleep(4)\nkept");
     expect(result.return_value).toContain("still here");
+    // The last request was 4 s ago, but the run ended just now: the session (and `kept`) must still be
+    // there after a pause shorter than the timeout but longer than the 0.5 s between two idle checks.
+    await Bun.sleep(800);
+    expect((await client.run("kept")).return_value).toContain("still here");
   });
 
   test("SIGTERM ends every session and leaves no process", async () => {

@@ -180,7 +180,7 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
 
   test("a long cell becomes a task: working, then completed with the result inline", async () => {
     const reply = await cell(
-      "import time\nprint('started', flush=True)\ntime.sleep(2)\n'late'",
+      "import time\nprint('started', flush=True)\ntime.sleep(4)\n'late'",
       {},
       envelope(TASKS),
     );
