@@ -178,6 +178,7 @@ import binascii
 import builtins
 import collections
 import contextvars
+import errno
 import io
 import itertools
 import json
@@ -1240,6 +1241,21 @@ _PANDAS_DTYPES = (
     "UInt32Dtype", "UInt64Dtype", "Float32Dtype", "Float64Dtype", "ArrowDtype",
 )
 _PANDAS_SCALARS = ("Timestamp", "Timedelta", "Period")
+# The arrays pandas itself defines (pandas.arrays), beside numpy's ndarray.
+_PANDAS_ARRAYS = (
+    "ArrowExtensionArray", "ArrowStringArray", "BooleanArray", "Categorical", "DatetimeArray",
+    "FloatingArray", "IntegerArray", "IntervalArray", "NumpyExtensionArray", "PandasArray", "PeriodArray",
+    "SparseArray", "StringArray", "TimedeltaArray",
+)
+
+
+class _Opaque:
+    """Stands for the dtype of values of an array class no library defines: only its name is shown."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, values):
+        self.name = _type_name(type(values))
 
 
 def _pandas_classes(names):
@@ -1376,6 +1392,8 @@ class _Shown:
             if item is self.pandas.get("NA"):
                 return "<NA>"
             if self._pandas_scalars.get(id(kind)) is kind:
+                if kind is self.pandas.get("Timestamp") and not _library_zone(item.tzinfo):
+                    return None
                 return str(item)
         return None
 
@@ -1392,12 +1410,27 @@ class _Shown:
 
     def known_dtype(self, dtype):
         """Whether dtype is numpy's or pandas' own, so reading values of it runs library code only."""
+        if type(dtype) is self.pandas.get("DatetimeTZDtype") and not _library_zone(dtype.tz):
+            return False
         return self.numpy_dtype(dtype) or self._pandas_dtypes.get(id(type(dtype))) is type(dtype)
 
     def dtype(self, dtype):
+        if type(dtype) is _Opaque:
+            return "<%s>" % dtype.name
+        if self.numpy_dtype(dtype) and dtype.kind == "V":
+            return dtype.str  # str() of a structured dtype shows its field titles, which may be any object
         if self.known_dtype(dtype):
             return _cut_text(str(dtype), VALUE_INFO_NAME_MAX_CHARS)[0]
         return "<%s>" % _type_name(type(dtype))
+
+    def library_values(self, values):
+        """Whether values (what a pandas block, series or index holds) are numpy's or pandas' own array,
+        so that their length and dtype are library code; an extension array of anyone else's is not."""
+        kind = type(values)
+        if kind is self.numpy.get("ndarray"):
+            return True
+        arrays = _module_names("pandas.arrays") or {}
+        return any(kind is arrays.get(name) for name in _PANDAS_ARRAYS)
 
     # -- what is shown of a run of values ------------------------------------------------------
     def spans(self, length, edge):
@@ -1425,8 +1458,7 @@ def _datetime_text(item, kind):
     if names is None:
         return None
     if kind is names.get("datetime") or kind is names.get("time"):
-        zone = item.tzinfo
-        if zone is not None and type(zone) is not names.get("timezone"):
+        if not _library_zone(item.tzinfo):
             return "<%s>" % _type_name(kind)  # a tzinfo class of the user's would run its utcoffset()
         return item.isoformat()
     if kind is names.get("date"):
@@ -1434,6 +1466,37 @@ def _datetime_text(item, kind):
     if kind is names.get("timedelta"):
         return names["timedelta"].__str__(item)
     return None
+
+
+# Time zone classes of the standard library and of pytz and dateutil, as (module, class name); pytz
+# makes a class per zone, with data only, on top of its own DstTzInfo or StaticTzInfo.
+_ZONE_CLASSES = (
+    ("datetime", "timezone"), ("zoneinfo", "ZoneInfo"), ("pytz.tzinfo", "DstTzInfo"),
+    ("pytz.tzinfo", "StaticTzInfo"), ("pytz", "_FixedOffset"), ("dateutil.tz.tz", "tzutc"),
+    ("dateutil.tz.tz", "tzoffset"), ("dateutil.tz.tz", "tzfile"), ("dateutil.tz.tz", "tzlocal"),
+)
+_DATA_TYPES = (str, int, float, bool, list, tuple, dict, type(None))
+
+
+def _library_zone(zone):
+    """Whether showing a time in `zone` runs library code only: None, or a zone of a library's class."""
+    if zone is None:
+        return True
+    known = set()
+    for module, name in _ZONE_CLASSES:
+        names = _module_names(module)
+        if names is not None and isinstance(names.get(name), type):
+            known.add(id(names[name]))
+    pytz = _module_names("pytz")
+    if pytz is not None and pytz.get("utc") is not None:
+        known.add(id(type(pytz["utc"])))
+    # Up to the library's class, the classes on the way may hold data, never code of their own.
+    for cls in type.__getattribute__(type(zone), "__mro__"):
+        if id(cls) in known:
+            return True
+        if any(type(value) not in _DATA_TYPES for value in type.__getattribute__(cls, "__dict__").values()):
+            return False
+    return False
 
 
 def _gapped(cells, spans):
@@ -1514,21 +1577,26 @@ def _render_numpy_scalar(value, label, shown):
 
 
 # -- pandas --------------------------------------------------------------------------------------
-def _pandas_column(frame, position):
+def _pandas_column(frame, position, shown):
     """(dtype, a function returning the values) of one column: the dtype is known before any value is read."""
     manager = getattr(frame, "_mgr", None)
     blocks, numbers = getattr(manager, "blocks", None), getattr(manager, "blknos", None)
     if blocks is not None and numbers is not None and hasattr(manager, "iget_values"):
         # The block manager's own lookups: O(1) per column where frame.dtypes is O(columns).
-        return blocks[int(numbers[position])].dtype, lambda: manager.iget_values(position)
+        block = blocks[int(numbers[position])]
+        if not shown.library_values(block.values):
+            return _Opaque(block.values), None
+        return block.dtype, lambda: manager.iget_values(position)
     column = frame.iloc[:, position]
+    if not shown.library_values(column._values):
+        return _Opaque(column._values), None
     return column.dtype, lambda: column.array
 
 
 def _pandas_cells(values, dtype, spans, shown):
     """Texts of the shown items of a column, series or index: only pandas' and numpy's dtypes are read."""
     if not shown.known_dtype(dtype):
-        return ["<%s>" % _type_name(type(dtype))] * sum(stop - start for start, stop in spans)
+        return [shown.dtype(dtype)] * sum(stop - start for start, stop in spans)
     asarray = shown.numpy["asarray"]
     cells = []
     for start, stop in spans:
@@ -1544,12 +1612,30 @@ def _pandas_labels(index, spans, shown):
     if type(index) is shown.pandas.get("RangeIndex"):
         start, step = int(index.start), int(index.step)
         return [str(start + step * row) for first, stop in spans for row in range(first, stop)]
-    if _LIBRARIES.entry(type(index)) is None:  # an index class of the user's
+    if _LIBRARIES.entry(type(index)) is None or not _library_index_values(index, shown):
         return ["<%s>" % _type_name(type(index))] * sum(stop - start for start, stop in spans)
     return _pandas_cells(index, index.dtype, spans, shown)
 
 
+def _library_index_values(index, shown):
+    """Whether one of pandas' own index classes also holds library values (an Index can wrap anyone's
+    extension array). A RangeIndex holds none, and a MultiIndex keeps its labels in indexes of its own."""
+    kind = type(index)
+    if kind is shown.pandas.get("RangeIndex") or kind is shown.pandas.get("MultiIndex"):
+        return True
+    return shown.library_values(index._data)
+
+
+def _library_axes(value, *axes):
+    """Refuses (so the value gets the ordinary preview) an index class of the user's on the value's
+    axes: their length, read for the shape, would be the user's code."""
+    for axis in axes:
+        if _LIBRARIES.entry(type(axis)) is None:
+            raise TypeError("an axis of %s is a %s" % (_type_name(type(value)), _type_name(type(axis))))
+
+
 def _render_pandas_frame(frame, label, shown):
+    _library_axes(frame, frame.index, frame.columns)
     rows, width = (int(size) for size in frame.shape)
     columns = frame.columns
     named = _LIBRARIES.entry(type(columns)) is not None and shown.known_dtype(columns.dtype)
@@ -1559,7 +1645,7 @@ def _render_pandas_frame(frame, label, shown):
     names, dtypes = {}, {}
     for position in sorted(set(range(listed)).union(shown_positions)):
         names[position] = columns[position] if named else "<column %d>" % position
-        dtypes[position] = _pandas_column(frame, position)
+        dtypes[position] = _pandas_column(frame, position, shown)
     info_names = [_info_name(names[position], shown) for position in range(listed)]
     info = {
         "shape": [rows, width],
@@ -1588,8 +1674,9 @@ def _info_name(name, shown):
 
 
 def _render_pandas_series(series, label, shown):
-    length = int(series.shape[0])
-    dtype = series.dtype
+    _library_axes(series, series.index)
+    length = int(len(series.index))
+    dtype = series.dtype if shown.library_values(series._values) else _Opaque(series._values)
     spans = shown.spans(length, LIBRARY_EDGE_ITEMS)
     labels = _gapped(_pandas_labels(series.index, spans, shown), spans)
     values = series.array if shown.known_dtype(dtype) else None
@@ -1601,6 +1688,8 @@ def _render_pandas_series(series, label, shown):
 
 
 def _render_pandas_index(index, label, shown):
+    if not _library_index_values(index, shown):
+        raise TypeError("%s holds a %s" % (_type_name(type(index)), _type_name(type(index._data))))
     length = int(len(index))
     info = {"shape": [length], "dtype": shown.dtype(index.dtype)}
     if type(index) is shown.pandas.get("RangeIndex"):
@@ -2868,34 +2957,46 @@ def _artifact_bytes(value, format):
 
 def _upload(data, format):
     """Begin, appends (ARTIFACT_WINDOW in flight), commit; abort on any failure. From
-    ARTIFACT_HANDOVER_MIN_BYTES the bytes go into an unnamed file the server adopts, where it can."""
+    ARTIFACT_HANDOVER_MIN_BYTES the bytes go into an unnamed file the server adopts, where it can; where
+    it cannot (the server refuses the file, the temp directory's file system is full), as base64 chunks."""
     fd = _handover_file() if len(data) >= ARTIFACT_HANDOVER_MIN_BYTES else None
     try:
-        begun = None
         if fd is not None:
             try:
                 begun = _BRIDGE.request("artifact.begin", {"format": format, "fd": fd}, BRIDGE_OPS_WAIT)
-            except ToolError:
-                pass  # this server cannot adopt the file: base64 chunks in frames instead
-        if begun is None:
-            begun = _BRIDGE.request("artifact.begin", {"format": format}, BRIDGE_OPS_WAIT)
-        upload_id = begun["upload_id"]
-        try:
-            if "piece_bytes" in begun:
-                appends = _file_pieces(fd, data, upload_id, begun["piece_bytes"])
+            except ToolError as exc:
+                # Only a refused file: after a timeout or a full server, a second begin would not help.
+                if "Artifact file handover" not in str(exc):
+                    raise
             else:
-                appends = _chunks(data, upload_id)
-            _BRIDGE.pipeline("artifact.append", appends, ARTIFACT_WINDOW, BRIDGE_OPS_WAIT)
-            return _BRIDGE.request("artifact.commit", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
-        except BaseException:
-            try:
-                _BRIDGE.request("artifact.abort", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
-            except BaseException:
-                pass  # the server drops unfinished uploads when the cell ends anyway
-            raise
+                try:
+                    pieces = _file_pieces(fd, data, begun["upload_id"], begun["piece_bytes"])
+                    return _send_upload(begun, pieces)
+                except OSError as exc:
+                    if exc.errno not in _FILE_FULL:
+                        raise
+        begun = _BRIDGE.request("artifact.begin", {"format": format}, BRIDGE_OPS_WAIT)
+        return _send_upload(begun, _chunks(data, begun["upload_id"]))
     finally:
         if fd is not None:
             os.close(fd)
+
+
+_FILE_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def _send_upload(begun, appends):
+    """The appends of a begun upload, then its commit; the upload is aborted if anything fails."""
+    upload_id = begun["upload_id"]
+    try:
+        _BRIDGE.pipeline("artifact.append", appends, ARTIFACT_WINDOW, BRIDGE_OPS_WAIT)
+        return _BRIDGE.request("artifact.commit", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
+    except BaseException:
+        try:
+            _BRIDGE.request("artifact.abort", {"upload_id": upload_id}, BRIDGE_OPS_WAIT)
+        except BaseException:
+            pass  # the server drops unfinished uploads when the cell ends anyway
+        raise
 
 
 def _handover_file():
@@ -3449,6 +3550,8 @@ class _Notebook:
             return None
         if _is_interruption(exc):
             return "KeyboardInterrupt", "Execution interrupted"
+        if type(exc) is _PlainFailure:  # the worker's own report (a file run's exit status, ...): no class
+            return "Error", exc.args[0][:MESSAGE_MAX_CHARS]
         return _type_name(type(exc)), _exception_message(exc)[:MESSAGE_MAX_CHARS]
 
     def finish(self, run_id, result, failure):

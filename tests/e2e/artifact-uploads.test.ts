@@ -162,6 +162,27 @@ test("the server adopts only an empty, unnamed, private regular file of this use
   });
 }, 30_000);
 
+test("a full temp directory costs nothing either: the value goes as chunks", async () => {
+  const harness = await start();
+  const out = await harness.run(
+    [
+      "import errno, hashlib, os",
+      "real = os.pwrite",
+      "def full(fd, data, offset):",
+      "    raise OSError(errno.ENOSPC, 'No space left on device')",
+      "os.pwrite = full",
+      "try:",
+      "    data = os.urandom(300_000)",
+      "    ref = artifact(data)",
+      "finally:",
+      "    os.pwrite = real",
+      "(ref['size'], ref['sha256'] == hashlib.sha256(data).hexdigest())",
+    ].join("\n"),
+  );
+  expect(out.success, JSON.stringify(out.error)).toBe(true);
+  expect(out.value).toEqual([300_000, true]);
+});
+
 test("a handed-over upload keeps every limit: sizes, offsets, 16 MiB, and exactly the bytes appended", async () => {
   const harness = await start();
   const out = await harness.run(

@@ -146,6 +146,80 @@ real("an object column shows builtin values, and only the type name of anything 
   expect(calls.value).toBe(0);
 });
 
+/** User code reachable from pandas and numpy values beyond their elements: every hook counts its calls. */
+const HOOKS = [
+  "import datetime",
+  "import numpy as np",
+  "import pandas as pd",
+  "from pandas.api.extensions import ExtensionArray, ExtensionDtype",
+  "hooks = []",
+  "class Zone(datetime.tzinfo):",
+  "    def utcoffset(self, when): hooks.append('utcoffset'); return datetime.timedelta(hours=1)",
+  "    def dst(self, when): hooks.append('dst'); return datetime.timedelta(0)",
+  "    def tzname(self, when): hooks.append('tzname'); return 'Z'",
+  "    def __str__(self): hooks.append('str'); return 'Z'",
+  "    __repr__ = __str__",
+  "class Title:",
+  "    def __repr__(self): hooks.append('title'); return 't'",
+  "    __str__ = __repr__",
+  "class MyIndex(pd.Index):",
+  "    def __len__(self): hooks.append('len'); return 3",
+  "class D(ExtensionDtype):",
+  "    name = 'd'",
+  "    type = object",
+  "    @classmethod",
+  "    def construct_array_type(cls): return A",
+  "class A(ExtensionArray):",
+  "    def __init__(self, values): self.values = list(values)",
+  "    @property",
+  "    def dtype(self): hooks.append('dtype'); return D()",
+  "    def __len__(self): hooks.append('len'); return len(self.values)",
+  "    def __getitem__(self, i):",
+  "        hooks.append('getitem')",
+  "        return A(self.values[i]) if isinstance(i, slice) else self.values[i]",
+  "    def isna(self): return np.zeros(len(self.values), bool)",
+  "    def copy(self): return A(self.values)",
+  "    @classmethod",
+  "    def _from_sequence(cls, values, dtype=None, copy=False): return A(values)",
+  "    def take(self, at, allow_fill=False, fill_value=None): return A([self.values[i] for i in at])",
+  "    @property",
+  "    def nbytes(self): return 0",
+  "    @classmethod",
+  "    def _concat_same_type(cls, arrays): return A(sum((a.values for a in arrays), []))",
+  "zoned = pd.Series(pd.date_range('2024', periods=3, tz=Zone()))",
+  "structured = np.zeros(2, dtype=np.dtype([((Title(), 'x'), 'i4')]))",
+  "indexed = pd.DataFrame({'a': [1, 2, 3]})",
+  "indexed.index = MyIndex._simple_new(np.arange(3))",
+  "extended = pd.DataFrame({'e': A([1, 2, 3]), 'n': [1, 2, 3]})",
+  "hooks.clear()",
+].join("\n");
+
+real(
+  "no user code runs through a time zone, an index class, an extension array or a dtype's titles",
+  async () => {
+    const setup = await h.run(HOOKS);
+    expect(setup.success, JSON.stringify(setup.error)).toBe(true);
+    const zoned = await h.run("zoned");
+    expect(zoned.return_value.split("\n")[0]).toBe("pandas.Series 3 values, dtype <DatetimeTZDtype>");
+    const structured = await h.run("structured");
+    expect(structured.return_value.split("\n")[0]).toBe("numpy.ndarray shape=(2,) dtype=|V4");
+    // A user index class: not previewed by us at all (its length is the user's), so the ordinary preview.
+    const indexed = await h.run("indexed");
+    expect(indexed.value_info).toBeUndefined();
+    const extended = await h.run("extended");
+    expect(extended.value_info?.dtypes).toEqual({ e: "<A>", n: "int64" });
+    expect(extended.return_value).toContain("0  <A>  1");
+    // Building these runs A's code (pandas asks its length and dtype); only what follows is the preview.
+    const column = await h.run("column = extended['e']\nhooks.clear()\ncolumn");
+    expect(column.value_info?.dtype).toBe("<A>");
+    await h.run("index = pd.Index(A([1, 2]))\nhooks.clear()\nindex");
+    // Times in a library's zones are still shown.
+    const oslo = await h.run("pd.Series(pd.date_range('2024', periods=2, tz='UTC'))");
+    expect(oslo.return_value.split("\n")[0]).toBe("pandas.Series 2 values, dtype datetime64[ns, UTC]");
+    expect((await h.run("hooks")).value).toEqual([]);
+  },
+);
+
 real("pandas' own extension dtypes are previewed through pandas", async () => {
   const result = await h.run(
     "pd.DataFrame({'c': pd.Categorical(['x', 'y']), 'n': pd.array([1, None], dtype='Int64'), 't': pd.to_datetime(['2024-01-01', None])})",

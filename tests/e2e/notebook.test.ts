@@ -113,6 +113,21 @@ real("a percent-format script: one # %% cell per run, failures in comments", asy
   expect(compiled.code).toBe(0);
 });
 
+real("a saved file's exit status is noted as the worker's own error, with no class of ours", async () => {
+  writeFileSync(join(h.project, "exits.py"), "import sys\nsys.exit(3)\n");
+  const health = await h.health();
+  const ran = await h.call("python_execute_file", {
+    session_id: health.server.session_id,
+    path: "exits.py",
+    mode: "persistent",
+  });
+  expect(ran.isError).toBe(true);
+  expect((await h.run("export_notebook('exits-session.py')")).success).toBe(true);
+  const script = readFileSync(join(h.project, "exits-session.py"), "utf8");
+  expect(script).toContain("# Failed: Error: Saved Python file exited with status 3\n");
+  expect(script).not.toContain("_PlainFailure");
+});
+
 real("relative paths follow os.chdir; an existing file is kept unless overwrite=True", async () => {
   await cells("import os\nos.mkdir('out')\nos.chdir('out')", "value = 7");
   const first = await h.run("export_notebook('n.ipynb')");
