@@ -1,6 +1,6 @@
 // The MCP server: the SDK's low-level Server with our tool table, error model and result rendering, in
-// either protocol era. The SDK's serving entries (stdio.ts's serveStdio, http/) decide the era and ask
-// createServer for an instance of it; the era changes only what the protocol requires of it: the task
+// either protocol era. The transports (stdio.ts by the opening message, http/ by each request) decide
+// the era and ask createServer for an instance of it; the era changes only what the protocol requires of it: the task
 // vocabulary, the capabilities, and A3 (a cell must name its session under 2026-07-28).
 import { Server } from "@modelcontextprotocol/server";
 import * as v from "valibot";
@@ -190,20 +190,21 @@ async function runMaybeAsTask(
   progress: CallProgress,
   signal: AbortSignal,
 ) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let onAbort: (() => void) | undefined;
   try {
     const taskId = startTask(tasks, plan, undefined, progress);
-    const onAbort = () => tasks.abandon(taskId);
-    signal.addEventListener("abort", onAbort, { once: true });
-    let wake = () => {};
+    onAbort = () => tasks.abandon(taskId);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
     const later = new Promise<undefined>((resolve) => {
-      wake = () => resolve(undefined);
+      timer = setTimeout(resolve, TASK_PROMOTE_AFTER_MS, undefined);
     });
-    const timer = setTimeout(wake, TASK_PROMOTE_AFTER_MS);
     const finished = await Promise.race([tasks.done(taskId), later]);
-    clearTimeout(timer);
-    signal.removeEventListener("abort", onAbort);
     return finished ?? tasks.created(taskId);
   } finally {
+    clearTimeout(timer);
+    if (onAbort) signal.removeEventListener("abort", onAbort);
     progress.stop();
   }
 }

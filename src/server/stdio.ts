@@ -118,7 +118,7 @@ export class StdioTransport implements Transport {
         void this.close();
       },
       ended: (error) => {
-        if (error) log.warn(`stdin closed: ${(error as Error).message}`);
+        if (error) log.warn(`stdin closed: ${describe(error)}`);
         void this.close();
       },
     },

@@ -112,11 +112,6 @@ export class JsonRpcPipe {
     });
   }
 
-  /** Bytes owed to the other side that the pipe has not taken yet. */
-  get backlogBytes(): number {
-    return this.backlog;
-  }
-
   /** Ends the output once everything queued is written; inbound requests still waiting are dropped. */
   close(): void {
     this.stopped = true;
@@ -131,7 +126,10 @@ export class JsonRpcPipe {
     if (!isRequest) {
       if ("method" in message && message.method === "notifications/cancelled") {
         const target = (message.params as { requestId?: unknown } | undefined)?.requestId;
-        if (this.unqueue(target)) return;
+        // Its request is either still waiting (then it never starts) or already being served: then
+        // the cancellation goes at once, past the requests that wait.
+        if (!this.unqueue(target)) this.handlers.deliver(message);
+        return;
       }
       // Responses and notifications add nothing to the backlog; they keep their order unless requests
       // wait before them (a notification may refer to a request it follows, e.g. `initialized`).

@@ -3,7 +3,7 @@
 // leaving no process. A stdio peer: it is stopped and the calls waiting on it fail with a clear error.
 // Both cases run side by side, as each has to wait out the same deadline.
 import { afterAll, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Harness, taggedPids, waitFor } from "../support/harness.ts";
 import { RawServer } from "../support/raw.ts";
@@ -109,3 +109,31 @@ test("a client that stops reading while requests pile up costs a few MiB, and lo
   expect(peak - before).toBeLessThan(64);
   await s.call("python_cancel", { run_id: runId });
 }, 120_000);
+
+// A cancellation is never held back behind requests that wait for a stalled client: the cell it cancels
+// stops now, not once the client reads again.
+test("a cancellation reaches its cell at once while requests wait for a client that stopped reading", async () => {
+  const s = await RawServer.start();
+  cleanups.push(() => s.close());
+  const marker = join(s.project, "late");
+  s.send({
+    jsonrpc: "2.0",
+    id: 1,
+    method: "tools/call",
+    params: {
+      name: "execute_python",
+      arguments: { code: `import time\ntime.sleep(4)\nopen(${JSON.stringify(marker)}, 'w').write('late')` },
+    },
+  });
+  await Bun.sleep(1_000);
+  s.pauseReading();
+  for (let i = 0; i < 300; i++) s.send({ jsonrpc: "2.0", id: 500 + i, method: "tools/list", params: {} });
+  s.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1, reason: "test" } });
+  await Bun.sleep(5_000);
+  expect(existsSync(marker)).toBe(false);
+  s.resumeReading();
+  await waitFor(() => s.messages.filter((m) => m.id >= 500 && m.id < 800).length === 300, {
+    timeoutMs: 30_000,
+    what: "the waiting requests to be answered once the client reads",
+  });
+}, 60_000);
