@@ -131,7 +131,7 @@ export function createServer(ctx: ServerContext, era: Era): Server {
     if (era === "legacy" && params.task) {
       if (!plan) throw new ProtocolError(`${tool.name} does not run as a task; call it without "task"`);
       // A 2025-11-25 task's progress token stays valid while it runs: reporting ends with the run.
-      return { task: tasks.legacyTask(startTask(tasks, () => plan(ctx), params.task.ttl, progress)) };
+      return { task: tasks.legacyTask(await startTask(tasks, () => plan(ctx), params.task.ttl, progress)) };
     }
     if (era === "modern" && plan && takesTasks(extra.mcpReq.envelope)) {
       return runMaybeAsTask(tasks, () => plan(ctx), progress, extra.mcpReq.signal);
@@ -193,7 +193,7 @@ async function runMaybeAsTask(
   let timer: ReturnType<typeof setTimeout> | undefined;
   let onAbort: (() => void) | undefined;
   try {
-    const taskId = startTask(tasks, plan, undefined, progress);
+    const taskId = await startTask(tasks, plan, undefined, progress);
     onAbort = () => tasks.abandon(taskId);
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
@@ -218,13 +218,16 @@ function failure(toolName: string, error: unknown) {
   return render({ error: describe(error), error_code: "INTERNAL" });
 }
 
-/** Plans and starts a task; a failure while planning (other than a protocol error) is a task that failed. */
-function startTask(
+/**
+ * Plans and starts a task; a failure while planning (other than a protocol error) is a task that failed.
+ * As for a plain call, a run still being cancelled in that session gets a moment to release the slot.
+ */
+async function startTask(
   tasks: TaskBoard,
   plan: () => RunPlan | undefined,
   ttlMs: number | undefined,
   progress: CallProgress,
-): string {
+): Promise<string> {
   let planned: RunPlan | undefined;
   try {
     planned = plan();
@@ -234,5 +237,6 @@ function startTask(
     return tasks.failed({ error: describe(error), error_code: codeOf(error) }, ttlMs);
   }
   if (!planned) throw new ProtocolError("This tool does not run as a task");
+  if (!planned.refusal) await planned.session.supervisor.settled();
   return tasks.start(planned, ttlMs, progress.onRun);
 }

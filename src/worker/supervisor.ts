@@ -163,10 +163,15 @@ export class Supervisor {
 
   /** Runs to completion. A run that is being cancelled gets a moment to release the slot first. */
   async execute(request: RunRequest): Promise<ExecutionResult> {
-    const previous = this.active;
-    if (previous?.cancelReason) await waitAtMost(previous.done, BUSY_WAIT_WHILE_CANCELLING_MS);
+    await this.settled();
     const started = this.begin(request);
     return started instanceof ActiveRun ? started.done : started;
+  }
+
+  /** Resolves once a run that is being cancelled has released the slot, or after a moment at most. */
+  async settled(): Promise<void> {
+    const previous = this.active;
+    if (previous?.cancelReason) await waitAtMost(previous.done, BUSY_WAIT_WHILE_CANCELLING_MS);
   }
 
   /** Cancels the active run (if `runId` matches). Returns the run that was asked to stop. */

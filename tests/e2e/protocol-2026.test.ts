@@ -249,6 +249,17 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
     expect((await cell("'after'")).result.structuredContent.value).toBe("after");
   });
 
+  test("a cell sent while a task is being cancelled waits for the slot, as a plain call does", async () => {
+    // The cell takes a second to give up after the interrupt: the slot is still held when the next comes.
+    const stubborn =
+      "import time\ntry:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    time.sleep(1)\n    raise";
+    const reply = await cell(stubborn, {}, envelope(TASKS));
+    expect(reply.result.resultType).toBe("task");
+    await s.request("tasks/cancel", { taskId: reply.result.taskId });
+    const next = await cell("'next'", {}, envelope(TASKS));
+    expect(next.result.structuredContent).toMatchObject({ success: true, value: "next" });
+  });
+
   test("python_cancel on a task's run id cancels the task", async () => {
     const reply = await cell("import time\ntime.sleep(30)", {}, envelope(TASKS));
     const taskId = reply.result.taskId;
