@@ -128,6 +128,11 @@ export const DISPLAY_IMAGE_ASSEMBLY_MAX_BYTES = 11_184_812;
  * latest four runs always keep theirs. Older runs' pictures become artifacts (docs/tools.md, "Pictures").
  */
 export const HISTORY_INLINE_IMAGES_MAX_BYTES = 4 * DISPLAY_IMAGES_RESPONSE_MAX_BYTES;
+/**
+ * Archived pictures one session keeps as artifacts, the latest ones: the store is shared (64 entries), so
+ * a long plotting loop must not push every other artifact out of it. Older ones are only described.
+ */
+export const HISTORY_ARCHIVED_PICTURES_MAX = 16;
 /** Picture data archived out of run histories, base64 characters, after which the server collects (reclaim.ts). */
 export const PICTURES_RELEASED_BEFORE_COLLECTION_BYTES = 4 * 1024 * 1024;
 /** Set-aside displays kept as artifacts per run, so one plotting loop cannot evict every other artifact. */

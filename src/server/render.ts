@@ -3,7 +3,12 @@
 // to artifacts, the structured value for programs, and isError derived from the value itself.
 import type { ArtifactReference } from "../artifacts/reference.ts";
 import { artifactUri } from "../artifacts/uri.ts";
-import { HISTORY_INLINE_IMAGES_MAX_BYTES, TEXT_PREVIEW_MAX_BYTES, TOOL_RESULT_MAX_BYTES } from "../limits.ts";
+import {
+  HISTORY_ARCHIVED_PICTURES_MAX,
+  HISTORY_INLINE_IMAGES_MAX_BYTES,
+  TEXT_PREVIEW_MAX_BYTES,
+  TOOL_RESULT_MAX_BYTES,
+} from "../limits.ts";
 import { log } from "../log.ts";
 import { sizeText } from "../text/size.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
@@ -68,7 +73,9 @@ function notInlineNote(value: Structured, displays: DisplayRecord[]): string {
   const aside = displays.filter((display) => !display.inline && !display.archived);
   const archived = displays.filter((display) => display.archived);
   const limits = "inline limits: 8 displays, 512 KiB per image, 768 KiB of images per result";
-  const age = `only a session's newest runs keep their pictures inline, ${sizeText(HISTORY_INLINE_IMAGES_MAX_BYTES)} in all`;
+  const age =
+    `only a session's newest runs keep their pictures inline, ${sizeText(HISTORY_INLINE_IMAGES_MAX_BYTES)} ` +
+    `in all, and its latest ${HISTORY_ARCHIVED_PICTURES_MAX} archived ones as artifacts`;
   return (
     (aside.length
       ? `\n[${count(aside, "display")} not shown inline (${limits}).${where(value, aside)}]`

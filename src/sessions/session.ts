@@ -67,6 +67,13 @@ export class Session {
         }
         return reference;
       },
+      dropDisplay: (artifactId) => {
+        try {
+          store.delete(this.id, artifactId);
+        } catch {
+          // Already gone: evicted by the store's own bounds, or deleted by the agent.
+        }
+      },
       launch: {
         python: options.python,
         problem: options.problem,

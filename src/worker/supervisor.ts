@@ -5,6 +5,7 @@ import { codeOf, describe, type ErrorCodeName, ReplError } from "../errors.ts";
 import {
   BUSY_WAIT_WHILE_CANCELLING_MS,
   CODE_MAX_BYTES,
+  HISTORY_ARCHIVED_PICTURES_MAX,
   INTERRUPT_GRACE_MS,
   RSS_SAMPLE_INTERVAL_MS,
   STDERR_DRAIN_BARRIER_MS,
@@ -39,6 +40,8 @@ export interface SupervisorOptions {
   onRunEnd?: (runId: string) => void;
   /** Keeps displays beyond the inline limits (as artifacts); absent → they are only described. */
   keepDisplay?: KeepDisplay;
+  /** Lets go of the artifact of a picture archived earlier, once newer archived ones take its place. */
+  dropDisplay?: (artifactId: string) => void;
 }
 
 export interface RunRequest {
@@ -73,6 +76,8 @@ export class Supervisor {
   /** A worker existed and was lost (crash, kill, fatal cell): the next start is a recovery. */
   private lost = false;
   private closed = false;
+  /** The artifacts of archived pictures, oldest first (archiveOlderPictures). */
+  private readonly archivedPictures: { runId: string; artifactId: string }[] = [];
   private realPython: string | undefined;
   /** The memory check of the run in progress, and the interval that calls it. */
   private memoryCheck: (() => void) | undefined;
@@ -146,14 +151,39 @@ export class Supervisor {
     return { ...result, displays: await Displays.keepAside(result.displays, this.options.keepDisplay) };
   }
 
-  /** Older runs' inline pictures become artifacts, so a long session holds only its newest ones. */
+  /**
+   * Older runs' inline pictures become artifacts, so a long session holds only its newest ones; of those
+   * artifacts the session keeps the latest HISTORY_ARCHIVED_PICTURES_MAX.
+   */
   private async archiveOlderPictures(): Promise<void> {
     for (const result of this.history.archivable()) {
       const keep = this.closed ? undefined : this.options.keepDisplay;
       const displays = await Displays.archive(result.displays ?? [], keep);
       this.history.replace(result, { ...result, displays });
       picturesReleased(inlineImageBytes(result));
+      for (const display of displays) {
+        if (display.archived && display.artifact) {
+          this.archivedPictures.push({ runId: result.run_id, artifactId: display.artifact.id });
+        }
+      }
     }
+    while (this.archivedPictures.length > HISTORY_ARCHIVED_PICTURES_MAX) {
+      this.forgetPicture(this.archivedPictures.shift() as { runId: string; artifactId: string });
+    }
+  }
+
+  /** An archived picture's artifact goes; its run, if still retained, only describes it from now on. */
+  private forgetPicture({ runId, artifactId }: { runId: string; artifactId: string }): void {
+    const result = this.history.get(runId);
+    if (result?.displays) {
+      const displays = result.displays.map((display) => {
+        if (display.artifact?.id !== artifactId) return display;
+        const { artifact: _, ...described } = display;
+        return described;
+      });
+      this.history.replace(result, { ...result, displays });
+    }
+    this.options.dropDisplay?.(artifactId);
   }
 
   /** An execution-shaped answer for a request refused before it reached the slot. */

@@ -194,3 +194,35 @@ real(
     }
   },
 );
+
+real(
+  "a long plotting loop keeps only the latest 16 archived pictures, and pushes no other artifact out",
+  async () => {
+    const mine = await h.run("artifact(b'mine' * 1000)['id']");
+    const plot =
+      "import random, matplotlib.pyplot as plt\nplt.figure(figsize=(4, 4))\n" +
+      "plt.imshow([[random.random() for _ in range(300)] for _ in range(300)])\nNone";
+    // More archived pictures than the store has room for (64 artifacts in all); the history keeps 64 runs.
+    const runs: string[] = [];
+    for (let i = 0; i < 80; i++) runs.push((await cell(plot)).structuredContent.run_id);
+    let stored = 0;
+    let described = 0;
+    for (const runId of runs.slice(-64)) {
+      const [display] = (await h.call("python_run", { run_id: runId })).structuredContent.displays;
+      if (!display.archived) continue;
+      if (display.artifact) stored++;
+      else described++;
+    }
+    expect(stored).toBe(16);
+    expect(described).toBeGreaterThan(30);
+    // The cell's own artifact is still there.
+    const read = await h.call("artifact_read", {
+      session_id: (await h.health()).server.session_id,
+      id: mine.value,
+      length: 8,
+    });
+    expect(read.isError).toBe(false);
+    expect(read.structuredContent.content).toBe("minemine");
+  },
+  120_000,
+);
