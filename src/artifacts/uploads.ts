@@ -96,8 +96,7 @@ export class Uploads {
       throw fail(M.tooLarge, "ARTIFACT_TOO_LARGE");
     }
     // The size advances before anything is awaited, so a replayed append is refused at once; the file
-    // work is chained, so the hash sees the pieces in order. A piece is read at once, so reading the
-    // pieces in flight overlaps with hashing the ones before.
+    // work is chained, so the hash sees the pieces in order (and one scratch buffer serves them all).
     const position = upload.size;
     upload.size += length;
     let work: () => Promise<void>;

@@ -219,7 +219,8 @@ export class Broker {
       if (refused) {
         throw new ReplError(
           "CREDENTIALS_MISSING",
-          `${refused.message}. The peer refused the request before running it; it was not retried`,
+          `${refused.message}. The request was refused for its credentials; after a 401 it is repeated ` +
+            "once with renewed ones, never more",
         );
       }
       const problem = peerProblem(error, connection.failure);

@@ -168,26 +168,29 @@ export class ConnectionPool {
     const tokens = spec.type === "http" && spec.oauth ? await this.oauthToken(key, spec) : undefined;
     // The client side of the SDK (and the HTTP stack) loads only once a cell first uses the broker.
     const { Client } = await import("@modelcontextprotocol/client");
-    let links: Link[] = [];
+    let link: Link | undefined;
     let connected: Connected;
     try {
       // The SDK's timeout covers one request only; the whole connect is bounded here.
       connected = await withTimeout(
         spec.type === "stdio"
-          ? connectStdio(Client, spec, (link) => links.push(link))
-          : connectHttp(Client, spec, tokens, (link) => links.push(link)),
+          ? connectStdio(Client, spec, (started) => {
+              link = started;
+            })
+          : connectHttp(Client, spec, tokens, (started) => {
+              link = started;
+            }),
         BROKER_CONNECT_MAX_MS,
         () => {
           throw new ReplError("CONNECT_TIMEOUT", "connect timed out");
         },
       );
     } catch (error) {
-      await Promise.all(links.map((link) => link.close().catch(() => {})));
-      const failure = connectFailure(error, links[0]?.failure());
+      await link?.close().catch(() => {});
+      const failure = connectFailure(error, link?.failure());
       this.failures.set(key, { at: Date.now(), kind: failure.kind });
       throw failure.error;
     }
-    links = [];
     const connection = new Connection(key, connected.client, connected.link, connected.direct);
     connected.client.onclose = () => {
       connection.closed = true;
@@ -308,7 +311,8 @@ async function connectHttp(
 ): Promise<Connected> {
   const { httpTransport } = await import("./http-transport.ts");
   const transport = httpTransport(spec, tokens);
-  const link = { close: () => transport.close(), failure: () => (transport as { failure?: string }).failure };
+  // An HTTP transport has no failure text of its own: its errors carry what there is to say.
+  const link = { close: () => transport.close(), failure: () => undefined };
   started(link);
   const client = new Client(
     { name: `${NAME}-broker`, version: VERSION },

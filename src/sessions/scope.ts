@@ -37,6 +37,11 @@ export class SessionScope {
     this.known.add(sessionId);
   }
 
+  /** How many journal records this client sees. */
+  get journalRecords(): number {
+    return this.journal.list().length;
+  }
+
   get serverId(): string {
     return this.pool.serverId;
   }

@@ -421,4 +421,7 @@ test("mcp.journal() over HTTP lists the calling client's records only", async ()
   const sessions = await Promise.all([a.sessionId(), b.sessionId()]);
   expect((await a.run("[r['session_id'] for r in mcp.journal()]")).value).toEqual([sessions[0]]);
   expect((await b.run("[r['session_id'] for r in mcp.journal()]")).value).toEqual([sessions[1]]);
+  // python_health counts the same records.
+  expect((await a.health()).broker.journal).toBe(1);
+  expect((await b.health()).broker.journal).toBe(1);
 });

@@ -18,7 +18,8 @@ export const pythonHealth = defineTool({
     const { sessions, maxMemoryMib } = ctx;
     return {
       server: sessionMetadata(sessions.default, maxMemoryMib),
-      broker: sessions.defaultBroker.health(),
+      // The journal count is this client's, like mcp.journal(): over HTTP the server holds others' too.
+      broker: { ...sessions.defaultBroker.health(), journal: sessions.journalRecords },
       sessions: sessionList(sessions, maxMemoryMib),
     };
   },
