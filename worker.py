@@ -1400,8 +1400,11 @@ class _Shown:
     def numpy_scalar(self, item, kind):
         if kind is self.numpy.get("datetime64"):
             return str(self.numpy["datetime_as_string"](item, unit="auto"))
+        # Strings and bytes are cut before they are copied, so a huge one costs no more than a short one.
         if kind is self.numpy.get("str_"):
-            return self._text(str.__str__(item), True)
+            return self._text(str.__getitem__(item, slice(0, LIBRARY_CELL_MAX_CHARS + 1)), True)
+        if kind is self.numpy.get("bytes_"):
+            return bytes.__repr__(bytes.__getitem__(item, slice(0, LIBRARY_CELL_MAX_CHARS)))
         return str(item)
 
     # -- dtypes --------------------------------------------------------------------------------
@@ -1445,6 +1448,8 @@ class _Shown:
         kind = piece.dtype.kind
         if kind == "M":
             return self.items(self.numpy["datetime_as_string"](piece, unit="auto").tolist(), False)
+        if kind in "US":  # cut to what a cell shows before the elements are copied out
+            piece = piece.astype("%s%d" % (kind, LIBRARY_CELL_MAX_CHARS + 1))
         if kind in "OUS":
             return self.items(piece.tolist(), quote)
         if kind in "biufcm":
@@ -2700,8 +2705,8 @@ class _Bridge:
         return _unwrap(pending)
 
     def pipeline(self, op, params_seq, window, wait):
-        """Sends one `op` request per params, at most `window` unanswered at a time, and returns the
-        last answer. The server handles them in the order sent. The first failure raises once it is
+        """Sends one `op` request per params and returns the last answer: once `window` + 1 are
+        unanswered, it waits for the oldest before the next goes out. The server handles them in the order sent. The first failure raises once it is
         read; the requests still unanswered are then given up."""
         run_id = self._owner()
         here = self.commands.reads_here()

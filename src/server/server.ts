@@ -2,7 +2,7 @@
 // either protocol era. The transports (stdio.ts by the opening message, http/ by each request) decide
 // the era and ask createServer for an instance of it; the era changes only what the protocol requires of it: the task
 // vocabulary, the capabilities, and A3 (a cell must name its session under 2026-07-28).
-import { Server } from "@modelcontextprotocol/server";
+import { CLIENT_CAPABILITIES_META_KEY, Server } from "@modelcontextprotocol/server";
 import * as v from "valibot";
 import { codeOf, describe, JSONRPC_METHOD_NOT_FOUND, ProtocolError, ReplError } from "../errors.ts";
 import { TASK_PROMOTE_AFTER_MS } from "../limits.ts";
@@ -172,9 +172,9 @@ export function createServer(ctx: ServerContext, era: Era): Server {
 
 /** Whether a 2026-07-28 request's client capabilities include the tasks extension. */
 function takesTasks(envelope: unknown): boolean {
-  const capabilities = (envelope as Record<string, unknown> | undefined)?.[
-    "io.modelcontextprotocol/clientCapabilities"
-  ] as { extensions?: Record<string, unknown> } | undefined;
+  const capabilities = (envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as
+    | { extensions?: Record<string, unknown> }
+    | undefined;
   const extension = capabilities?.extensions?.[TASKS_EXTENSION];
   return typeof extension === "object" && extension !== null;
 }

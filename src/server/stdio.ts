@@ -2,7 +2,11 @@
 // parsing. A bad line (too long, not UTF-8, not JSON, not JSON-RPC) is dropped whole and answered with a
 // JSON-RPC error whose id is null: one bad line must never cost the sessions their state. What we owe
 // the client is bounded (wire/json-rpc-pipe.ts): a client that stops reading stops being served.
-import { type Transport, UnsupportedProtocolVersionError } from "@modelcontextprotocol/server";
+import {
+  PROTOCOL_VERSION_META_KEY,
+  type Transport,
+  UnsupportedProtocolVersionError,
+} from "@modelcontextprotocol/server";
 import { serveStdio as serveBothEras } from "@modelcontextprotocol/server/stdio";
 import { describe, JSONRPC_INTERNAL_ERROR, JSONRPC_INVALID_REQUEST } from "../errors.ts";
 import {
@@ -54,7 +58,7 @@ const encoder = new TextEncoder();
 
 /** The stateless revisions this SDK serves; a request claiming another is refused with -32022. */
 const MODERN_REVISIONS = ["2026-07-28"];
-const CLAIM = "io.modelcontextprotocol/protocolVersion";
+const CLAIM = PROTOCOL_VERSION_META_KEY;
 
 export class StdioTransport implements Transport {
   onclose?: () => void;

@@ -8,6 +8,7 @@
 // - 2026-07-28 (the io.modelcontextprotocol/tasks extension, SEP-2663): the client only says it can take
 //   a task; the server decides. A run still going after TASK_PROMOTE_AFTER_MS is answered with
 //   `resultType: "task"`; tasks/get then carries the result inline once it is done.
+import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/server";
 import { ProtocolError } from "../errors.ts";
 import {
   PROGRESS_OUTPUT_MAX_BYTES,
@@ -124,7 +125,7 @@ export class TaskBoard {
     });
     await Promise.race([entry.finished, aborted]);
     const result = this.result(entry) as Rendered;
-    return { ...result, _meta: { ...result._meta, "io.modelcontextprotocol/related-task": { taskId } } };
+    return { ...result, _meta: { ...result._meta, [RELATED_TASK_META_KEY]: { taskId } } };
   }
 
   legacyList(cursor: string | undefined) {
