@@ -42,11 +42,13 @@ export function idAfter(seen: SeenSoFar, step: string, label: RegExp): string {
 }
 
 const sessionOf = (seen: SeenSoFar) => idAfter(seen, "health", /session/i);
-const inSession = (code: string, extra: Record<string, unknown> = {}) => (seen: SeenSoFar) => ({
-  code,
-  session_id: sessionOf(seen),
-  ...extra,
-});
+const inSession =
+  (code: string, extra: Record<string, unknown> = {}) =>
+  (seen: SeenSoFar) => ({
+    code,
+    session_id: sessionOf(seen),
+    ...extra,
+  });
 
 export const PLOT = [
   "import matplotlib",
@@ -76,7 +78,9 @@ export const SCRIPT: Step[] = [
   {
     name: "start",
     tool: "python_start",
-    args: inSession("import time\nfor i in range(4):\n    print(f'tick {i}', flush=True)\n    time.sleep(1)\n'done'"),
+    args: inSession(
+      "import time\nfor i in range(4):\n    print(f'tick {i}', flush=True)\n    time.sleep(1)\n'done'",
+    ),
   },
   {
     name: "poll-running",
