@@ -37,6 +37,11 @@ export const GUARDIAN_EVENT_FLUSH_MS = 200;
 export const TOOL_RESULT_MAX_BYTES = 1_000_000;
 /** The text block's preview; structuredContent has the full bounded value. */
 export const TEXT_PREVIEW_MAX_BYTES = 8_192;
+/**
+ * The text of a `text`-style result (server/styles/), which has no structuredContent behind it: room for a
+ * run's whole bounded stdout, well under Claude Code's ~25k-token cap on a tool result.
+ */
+export const TEXT_STYLE_MAX_BYTES = 56_000;
 /** stdout and stderr each, in a final result. */
 export const STREAM_CAPTURE_MAX_BYTES = 50_000;
 /** stdout and stderr each, as python_run shows them while a run is active. */

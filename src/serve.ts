@@ -11,6 +11,7 @@ import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
 import { clientContext } from "./server/server.ts";
 import { serveStdio } from "./server/stdio.ts";
+import type { ClientSettings } from "./server/tools/tool.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
 import { Sessions } from "./sessions/registry.ts";
 import { SessionScope } from "./sessions/scope.ts";
@@ -47,6 +48,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     scopes: options.scopes,
     journal,
   });
+  const settings = { maxMemoryMib: options.maxMemoryMib, resultStyle: options.resultStyle };
   const registryError = sessions.defaultBroker.health().configuration_error;
   if (registryError) log.warn(`MCP broker registry: ${registryError}`);
 
@@ -67,12 +69,12 @@ export async function serve(options: ServeOptions): Promise<void> {
   process.on("SIGHUP", () => void stop(0));
 
   if (options.http) {
-    closeHttp = await startHttp(sessions, options.http, options.maxMemoryMib);
+    closeHttp = await startHttp(sessions, options.http, settings);
     serving();
     return;
   }
   const served = serveStdio(
-    clientContext(new SessionScope(sessions, { earlierJournal: true }), options.maxMemoryMib),
+    clientContext(new SessionScope(sessions, { earlierJournal: true }), settings),
     servingAfterOpening(),
   );
   await served;
@@ -80,13 +82,13 @@ export async function serve(options: ServeOptions): Promise<void> {
 }
 
 /** Listens until a signal; a refusal (no safe token, port taken) ends the process with status 2. */
-async function startHttp(sessions: Sessions, http: HttpOptions, maxMemoryMib: number) {
+async function startHttp(sessions: Sessions, http: HttpOptions, settings: ClientSettings) {
   // Loaded on demand: a stdio server never pages in the HTTP transport (nor node:crypto with it).
   const [{ serveHttp }, { chooseToken, noAuthWarning, publishToken, StartupError, TOKEN_ENV }] =
     await Promise.all([import("./server/http/serve.ts"), import("./server/http/token.ts")]);
   try {
     const { token, generated } = chooseToken(http, process.env[TOKEN_ENV]);
-    const server = serveHttp(sessions, { ...http, token, maxMemoryMib });
+    const server = serveHttp(sessions, { ...http, token, settings });
     const published = generated ? publishToken(token as string, server.url) : undefined;
     if (http.noAuth) process.stderr.write(noAuthWarning());
     // The URL line comes last: a launcher that waits for it has everything else by then. stdout stays empty.

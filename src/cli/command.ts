@@ -3,9 +3,11 @@
 // one hint go to stderr, and the exit status is 2. Help and the version are asked for, so they go to
 // stdout.
 import { parseArgs } from "citty";
+import * as v from "valibot";
 import { parseScopes, type Scope } from "../broker/registry.ts";
 import { describe } from "../errors.ts";
 import { LOG_LEVELS, type LogLevelName } from "../log.ts";
+import { ResultStyleSetting } from "../server/styles/table.ts";
 import { NAME, VERSION } from "../version.ts";
 import { palette } from "./colour.ts";
 import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS } from "./flags.ts";
@@ -26,6 +28,7 @@ export interface ServeOptions extends Placement {
   /** Set for --transport http. */
   http: HttpOptions | undefined;
   maxMemoryMib: number;
+  resultStyle: ResultStyleSetting;
   logLevel: LogLevelName;
   /** Run the authorization-code login for this registry entry, then exit (no MCP server). */
   oauthLogin: string | undefined;
@@ -114,10 +117,17 @@ function serveOptions(raw: string[]): ServeOptions {
   if (!(level in LOG_LEVELS)) {
     throw new UsageError(`--log-level must be one of ${Object.keys(LOG_LEVELS).join(", ")} (got "${level}")`);
   }
+  const style = v.safeParse(ResultStyleSetting, parsed["result-style"]);
+  if (!style.success) {
+    throw new UsageError(
+      `--result-style must be one of ${ResultStyleSetting.options.join(", ")} (got "${String(parsed["result-style"])}")`,
+    );
+  }
   return {
     ...placement(parsed),
     http,
     maxMemoryMib: Number(mib),
+    resultStyle: style.output,
     logLevel: level as LogLevelName,
     oauthLogin: parsed["oauth-login"] as string | undefined,
   };

@@ -98,6 +98,14 @@ export const SERVE_FLAGS = {
     default: String(RSS_DEFAULT_MIB),
     valueHint: "mib",
   },
+  "result-style": {
+    type: "string",
+    description:
+      "How tool results are shaped: auto (by the client: text for Claude Code, Codex and Gemini CLI, else structured), structured (always outputSchema and structuredContent) or text (no structuredContent: what a model reads)",
+    default: "auto",
+    valueHint: "auto|structured|text",
+    env: "REPL_MCP_RESULT_STYLE",
+  },
   "log-level": {
     type: "string",
     description: `Diagnostics on stderr: ${Object.keys(LOG_LEVELS).join(", ")}`,
@@ -121,6 +129,7 @@ export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["REPL_MCP_PYTHON", "default interpreter, as --python"],
   ["REPL_MCP_NO_BRIDGE=1", "disable the broker (set for workers and stdio peers, so brokers never nest)"],
   ["REPL_MCP_LOG_LEVEL", "default for --log-level"],
+  ["REPL_MCP_RESULT_STYLE", "default for --result-style (auto, structured or text)"],
   [
     "REPL_MCP_HTTP_TOKEN",
     "with --transport http: the bearer token, instead of --auth-token-file (never passed to children)",

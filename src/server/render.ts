@@ -51,7 +51,7 @@ function artifactOf(value: Structured): ArtifactReference | undefined {
 }
 
 /** Tells the agent, in the text it reads, where the whole value went and how to get at it. */
-function artifactNote(value: Structured): string {
+export function artifactNote(value: Structured): string {
   if (typeof value.artifact_error === "string") {
     return `\n[The whole value could not be kept as an artifact: ${value.artifact_error}]`;
   }
@@ -69,7 +69,7 @@ function artifactNote(value: Structured): string {
  * One sentence per kind of display that is not inline (set aside by the inline limits, or archived
  * because the run is no longer among the newest), so an agent knows they exist and where they went.
  */
-function notInlineNote(value: Structured, displays: DisplayRecord[]): string {
+export function notInlineNote(value: Structured, displays: DisplayRecord[]): string {
   const aside = displays.filter((display) => !display.inline && !display.archived);
   const archived = displays.filter((display) => display.archived);
   const limits = "inline limits: 8 displays, 512 KiB per image, 768 KiB of images per result";

@@ -2,7 +2,12 @@
 // either protocol era. The transports (stdio.ts by the opening message, http/ by each request) decide
 // the era and ask createServer for an instance of it; the era changes only what the protocol requires of it: the task
 // vocabulary, the capabilities, and A3 (a cell must name its session under 2026-07-28).
-import { CLIENT_CAPABILITIES_META_KEY, Server } from "@modelcontextprotocol/server";
+import {
+  CLIENT_CAPABILITIES_META_KEY,
+  CLIENT_INFO_META_KEY,
+  Server,
+  type ServerCapabilities,
+} from "@modelcontextprotocol/server";
 import * as v from "valibot";
 import { codeOf, describe, JSONRPC_METHOD_NOT_FOUND, ProtocolError, ReplError } from "../errors.ts";
 import { TASK_PROMOTE_AFTER_MS } from "../limits.ts";
@@ -12,9 +17,11 @@ import { NAME, VERSION } from "../version.ts";
 import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
+import { type ResultStyle, styleFor } from "./styles/table.ts";
+import { renderText } from "./styles/text.ts";
 import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
-import type { BoundCall, RunPlan, ServerContext } from "./tools/tool.ts";
+import type { BoundCall, ClientSettings, RunPlan, ServerContext } from "./tools/tool.ts";
 
 export type Era = "legacy" | "modern";
 
@@ -33,15 +40,26 @@ const INSTRUCTIONS =
 /** The id of the tasks extension (SEP-2663) in capabilities and in a request's client capabilities. */
 const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
 
-const listing = TOOLS.map((tool) => ({
-  name: tool.name,
-  description: tool.description,
-  inputSchema: tool.inputSchema,
-  outputSchema: tool.outputSchema,
-  annotations: tool.annotations,
-  // 2025-11-25: execution tools may also run as MCP tasks (the SDK drops the field under 2026-07-28).
-  ...(tool.runsAsTask ? { execution: { taskSupport: "optional" as const } } : {}),
-}));
+/** The revision that defines MCP tasks for the legacy handshake (the 2026 extension is announced apart). */
+const TASKS_REVISION = "2025-11-25";
+
+/**
+ * The tool list one client gets. Under the text style no tool declares an outputSchema (its results carry
+ * no structuredContent); `execution.taskSupport` only goes to a revision that has tasks.
+ */
+function listingFor(style: ResultStyle, revision: string | undefined) {
+  return TOOLS.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    inputSchema: tool.inputSchema,
+    ...(style === "structured" ? { outputSchema: tool.outputSchema } : {}),
+    annotations: tool.annotations,
+    // The SDK drops the field under 2026-07-28 itself.
+    ...(tool.runsAsTask && revision === TASKS_REVISION
+      ? { execution: { taskSupport: "optional" as const } }
+      : {}),
+  }));
+}
 
 const CAPABILITIES: Record<Era, Record<string, unknown>> = {
   legacy: {
@@ -59,8 +77,24 @@ const CAPABILITIES: Record<Era, Record<string, unknown>> = {
 };
 
 /** What every client's context starts with. */
-export function clientContext(sessions: SessionScope, maxMemoryMib: number): ServerContext {
-  return { sessions, tasks: new TaskBoard(render), maxMemoryMib };
+export function clientContext(sessions: SessionScope, settings: ClientSettings): ServerContext {
+  return { sessions, tasks: new TaskBoard(render), ...settings };
+}
+
+/**
+ * A legacy client is told of tasks only when the revision it negotiated defines them: the capability is
+ * read at `initialize`, after the revision is settled (before it, everything is announced, so the SDK
+ * lets the task handlers be registered).
+ */
+class ReplServer extends Server {
+  override getCapabilities(): ServerCapabilities {
+    const capabilities = super.getCapabilities();
+    const revision = this.getNegotiatedProtocolVersion();
+    if (revision === undefined || revision === TASKS_REVISION || !("tasks" in capabilities))
+      return capabilities;
+    const { tasks: _tasks, ...rest } = capabilities;
+    return rest;
+  }
 }
 
 class MethodNotFound extends Error {
@@ -94,7 +128,7 @@ export const MODERN_REQUESTS: ReadonlySet<string> = new Set([
 
 /** One MCP server instance for one client in one era. */
 export function createServer(ctx: ServerContext, era: Era): Server {
-  const server = new Server(
+  const server = new ReplServer(
     { name: NAME, version: VERSION },
     { capabilities: CAPABILITIES[era], instructions: INSTRUCTIONS },
   );
@@ -106,7 +140,24 @@ export function createServer(ctx: ServerContext, era: Era): Server {
 
   // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server; the
   // SDK adds them itself under 2026-07-28, and we keep sending them to legacy clients as before.
-  server.setRequestHandler("tools/list", async () => ({ tools: listing, ttlMs: 0, cacheScope: "private" }));
+  /** The client's result style (styles/table.ts): by its name from initialize, or from each 2026 request. */
+  const styleOf = (envelope: unknown): ResultStyle => {
+    const info =
+      era === "modern"
+        ? ((envelope as Record<string, unknown> | undefined)?.[CLIENT_INFO_META_KEY] as
+            | { name?: unknown }
+            | undefined)
+        : server.getClientVersion();
+    const name = typeof info?.name === "string" ? info.name : undefined;
+    return styleFor(ctx.resultStyle, name, era);
+  };
+  const revision = () => (era === "legacy" ? server.getNegotiatedProtocolVersion() : undefined);
+
+  server.setRequestHandler("tools/list", async (_request, extra) => ({
+    tools: listingFor(styleOf(extra.mcpReq.envelope), revision()),
+    ttlMs: 0,
+    cacheScope: "private",
+  }));
 
   // tools/call is served from the fallback handler on purpose: a handler registered for it would first
   // run the SDK's own request schema, which answers non-object arguments with -32603 and a schema dump.
@@ -116,11 +167,14 @@ export function createServer(ctx: ServerContext, era: Era): Server {
     const params = (request.params ?? {}) as CallParams;
     const tool = TOOLS.find((candidate) => candidate.name === params.name);
     if (!tool) throw new ProtocolError("Unknown tool");
+    const style = styleOf(extra.mcpReq.envelope);
+    const present: Present = (value) =>
+      style === "text" ? renderText(tool.name, value, era) : render(value);
     let bound: BoundCall;
     try {
       bound = tool.bind(params.arguments, era === "modern");
     } catch (error) {
-      return failure(tool.name, error);
+      return failure(tool.name, error, present);
     }
     const token = extra.mcpReq._meta?.progressToken;
     const progress = progressForCall(token, (progress, message) => {
@@ -128,7 +182,7 @@ export function createServer(ctx: ServerContext, era: Era): Server {
       extra.mcpReq.notify({ method: "notifications/progress", params: notification }).catch(() => {});
     });
     const { plan } = bound;
-    if (era === "legacy" && params.task) {
+    if (era === "legacy" && params.task && revision() === TASKS_REVISION) {
       if (!plan) throw new ProtocolError(`${tool.name} does not run as a task; call it without "task"`);
       // A 2025-11-25 task's progress token stays valid while it runs: reporting ends with the run.
       return { task: tasks.legacyTask(await startTask(tasks, () => plan(ctx), params.task.ttl, progress)) };
@@ -137,9 +191,9 @@ export function createServer(ctx: ServerContext, era: Era): Server {
       return runMaybeAsTask(tasks, () => plan(ctx), progress, extra.mcpReq.signal);
     }
     try {
-      return render(await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun }));
+      return present(await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun }));
     } catch (error) {
-      return failure(tool.name, error);
+      return failure(tool.name, error, present);
     } finally {
       progress.stop();
     }
@@ -210,12 +264,14 @@ async function runMaybeAsTask(
 }
 
 /** A failed call: protocol errors stay JSON-RPC errors; everything else is an isError result with a code. */
-function failure(toolName: string, error: unknown) {
+type Present = (value: Record<string, unknown>) => ReturnType<typeof render> | ReturnType<typeof renderText>;
+
+function failure(toolName: string, error: unknown, present: Present) {
   if (error instanceof ProtocolError) throw error;
-  if (error instanceof ReplError) return render({ error: error.message, error_code: error.code });
+  if (error instanceof ReplError) return present({ error: error.message, error_code: error.code });
   // Anything else is a bug of ours: say so to the agent, and keep the stack for whoever fixes it.
   log.error(`${toolName} failed unexpectedly:`, error);
-  return render({ error: describe(error), error_code: "INTERNAL" });
+  return present({ error: describe(error), error_code: "INTERNAL" });
 }
 
 /**

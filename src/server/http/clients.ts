@@ -10,6 +10,7 @@ import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
 import { SessionScope } from "../../sessions/scope.ts";
 import { clientContext, createServer } from "../server.ts";
+import type { ClientSettings } from "../tools/tool.ts";
 import { Backlog } from "./backlog.ts";
 import { sweepIdle } from "./idle.ts";
 
@@ -29,7 +30,7 @@ export class Clients {
 
   constructor(
     private readonly pool: Sessions,
-    private readonly maxMemoryMib: number,
+    private readonly settings: ClientSettings,
     idleTimeoutS: number,
   ) {
     this.stopSweep = sweepIdle(
@@ -62,7 +63,7 @@ export class Clients {
       // The DELETE is answered once this resolves: its workers are gone by then.
       onsessionclosed: () => this.end(client, "the client sent DELETE"),
     });
-    client.server = createServer(clientContext(scope, this.maxMemoryMib), "legacy");
+    client.server = createServer(clientContext(scope, this.settings), "legacy");
     await client.server.connect(client.transport);
     return client;
   }

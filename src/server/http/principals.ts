@@ -14,7 +14,7 @@ import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
 import { SessionScope } from "../../sessions/scope.ts";
 import { clientContext, createServer, MODERN_REQUESTS } from "../server.ts";
-import type { ServerContext } from "../tools/tool.ts";
+import type { ClientSettings, ServerContext } from "../tools/tool.ts";
 import { Backlog, withBoundedStream } from "./backlog.ts";
 import { sweepIdle } from "./idle.ts";
 
@@ -34,7 +34,7 @@ export class Principals {
 
   constructor(
     private readonly pool: Sessions,
-    private readonly maxMemoryMib: number,
+    private readonly settings: ClientSettings,
     idleTimeoutS: number,
   ) {
     this.stopSweep = sweepIdle(
@@ -95,7 +95,7 @@ export class Principals {
     const backlog = new Backlog(HTTP_SSE_BACKLOG_MAX_BYTES, () =>
       log.warn("a 2026-07-28 client stopped reading; an event stream was cut"),
     );
-    const context = clientContext(scope, this.maxMemoryMib);
+    const context = clientContext(scope, this.settings);
     const principal = { key, context, backlog, lastSeen: performance.now() };
     this.byKey.set(key, principal);
     return principal;

@@ -4,6 +4,7 @@
 // request (its body carries the per-request envelope) is served statelessly for its principal
 // (principals.ts); any other request goes to its legacy MCP session's SDK transport (clients.ts).
 // Event streams leave through a backlog meter so a client that stops reading cannot grow them forever.
+
 import { isInitializeRequest, isJsonContentType, isLegacyRequest } from "@modelcontextprotocol/server";
 import { describe } from "../../errors.ts";
 import {
@@ -14,6 +15,7 @@ import {
 } from "../../limits.ts";
 import { log } from "../../log.ts";
 import type { Sessions } from "../../sessions/registry.ts";
+import type { ClientSettings } from "../tools/tool.ts";
 import { withBoundedStream } from "./backlog.ts";
 import { readJsonBody } from "./body.ts";
 import { type Client, Clients } from "./clients.ts";
@@ -28,7 +30,7 @@ export interface HttpServeOptions {
   allowedOrigins: string[];
   allowedHosts: string[];
   idleTimeoutS: number;
-  maxMemoryMib: number;
+  settings: ClientSettings;
 }
 
 export interface HttpServer {
@@ -45,8 +47,8 @@ export function serveHttp(pool: Sessions, options: HttpServeOptions): HttpServer
     );
   }
   const guard = new Guard({ bindHost: options.host, ...options });
-  const clients = new Clients(pool, options.maxMemoryMib, options.idleTimeoutS);
-  const principals = new Principals(pool, options.maxMemoryMib, options.idleTimeoutS);
+  const clients = new Clients(pool, options.settings, options.idleTimeoutS);
+  const principals = new Principals(pool, options.settings, options.idleTimeoutS);
   let bun: Bun.Server<undefined>;
   try {
     bun = Bun.serve({

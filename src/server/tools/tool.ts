@@ -10,15 +10,22 @@ import type { ExecutionResult } from "../../worker/result.ts";
 import type { ActiveRun } from "../../worker/run.ts";
 import type { RunRequest } from "../../worker/supervisor.ts";
 import { type JsonSchema, jsonSchemaOf, outputSchemaOf, parseArguments } from "../schema.ts";
+import type { ResultStyleSetting } from "../styles/table.ts";
 import type { TaskBoard } from "../tasks.ts";
 
+/** What the command line sets for every client alike. */
+export interface ClientSettings {
+  maxMemoryMib: number;
+  /** The --result-style setting; "auto" looks the client up in styles/table.ts. */
+  resultStyle: ResultStyleSetting;
+}
+
 /** One MCP client's world, shared by every server instance that serves it (one per HTTP request in 2026). */
-export interface ServerContext {
+export interface ServerContext extends ClientSettings {
   /** What this MCP client may see: its default session and the sessions it opened. */
   sessions: SessionScope;
   /** Its MCP tasks (their ids are run ids of its sessions). */
   tasks: TaskBoard;
-  maxMemoryMib: number;
 }
 
 /** A3 of the error model: under a stateless revision nothing says which session an unnamed cell meant. */

@@ -41,14 +41,27 @@ export function idAfter(seen: SeenSoFar, step: string, label: RegExp): string {
   return id;
 }
 
-const sessionOf = (seen: SeenSoFar) => idAfter(seen, "health", /session/i);
+/**
+ * The session a cell names: the id python_health showed next to the word "session", if it showed one (a
+ * model passes it where the text asks for it; where none is shown, the default session is meant).
+ */
+const sessionOf = (seen: SeenSoFar): string | undefined => {
+  const text = seen.get("health")?.text ?? "";
+  const at = text.search(/session/i);
+  return at < 0 ? undefined : text.slice(at).match(UUID)?.[0];
+};
 const inSession =
   (code: string, extra: Record<string, unknown> = {}) =>
   (seen: SeenSoFar) => ({
     code,
-    session_id: sessionOf(seen),
+    ...withSession(seen),
     ...extra,
   });
+
+const withSession = (seen: SeenSoFar) => {
+  const id = sessionOf(seen);
+  return id === undefined ? {} : { session_id: id };
+};
 
 export const PLOT = [
   "import matplotlib",
@@ -86,20 +99,20 @@ export const SCRIPT: Step[] = [
     name: "poll-running",
     tool: "python_run",
     delayMs: 1_500,
-    args: (seen) => ({ session_id: sessionOf(seen), run_id: idAfter(seen, "start", /run/i) }),
+    args: (seen) => ({ ...withSession(seen), run_id: idAfter(seen, "start", /run/i) }),
   },
   {
     name: "poll-finished",
     tool: "python_run",
     delayMs: 4_500,
-    args: (seen) => ({ session_id: sessionOf(seen), run_id: idAfter(seen, "start", /run/i) }),
+    args: (seen) => ({ ...withSession(seen), run_id: idAfter(seen, "start", /run/i) }),
   },
   {
     name: "dataframe",
     tool: "execute_python",
     args: inSession("import pandas as pd\npd.DataFrame({'city': ['Oslo', 'Lima'], 'temp': [3.5, 19.0]})"),
   },
-  { name: "large", tool: "execute_python", args: inSession("list(range(200_000))") },
+  { name: "large", tool: "execute_python", args: inSession("list(range(50_000))") },
   { name: "no-session", tool: "execute_python", args: () => ({ code: "'anonymous'" }) },
 ];
 
