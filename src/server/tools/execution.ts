@@ -37,7 +37,8 @@ export const executePython = defineTool({
     "for tools of MCP servers the user granted, sh() for shell commands, checkpoint()/restore(), and " +
     "display(obj) to return pictures (matplotlib figures come back as images by themselves). " +
     `timeout is ${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS} s (default ${TIMEOUT_DEFAULT_SECONDS}); code is at most ${sizeText(CODE_MAX_BYTES)}. reset=true ` +
-    "restarts the worker, clearing variables, cwd and environment changes. For long work use python_start. " +
+    "restarts the worker, clearing variables, cwd and environment changes. A cell that may run longer than " +
+    "about 30 s belongs in python_start (then poll python_run): a client may block on, or give up, a long call. " +
     "A timeout or cancellation stops the cell, but external effects it already caused may have happened.",
   input: CellInput,
   output: ExecutionResult,

@@ -19,8 +19,8 @@ const Started = v.object({
 export const pythonStart = defineTool({
   name: "python_start",
   description:
-    "Start a cell and return at once with its run_id, for work that may outlast the client's request " +
-    "timeout. Same arguments as execute_python. Poll python_run(run_id) for live output and the final " +
+    "Start a cell and return at once with its run_id: prefer it to execute_python for a cell that may run " +
+    "longer than about 30 s, or outlast the client's request timeout. Same arguments as execute_python. Poll python_run(run_id) for live output and the final " +
     "result; stop it with python_cancel. One run at a time per session.",
   input: CellInput,
   output: v.union([Started, RoutedFailure]),
