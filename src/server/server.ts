@@ -17,7 +17,7 @@ import { NAME, VERSION } from "../version.ts";
 import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
-import { type ResultStyle, styleFor } from "./styles/table.ts";
+import { type ResultStyle, type Style, styleFor } from "./styles/table.ts";
 import { renderText } from "./styles/text.ts";
 import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
@@ -141,7 +141,7 @@ export function createServer(ctx: ServerContext, era: Era): Server {
   // ttlMs/cacheScope tell clients (Claude Code) not to cache a catalogue that may differ per server; the
   // SDK adds them itself under 2026-07-28, and we keep sending them to legacy clients as before.
   /** The client's result style (styles/table.ts): by its name from initialize, or from each 2026 request. */
-  const styleOf = (envelope: unknown): ResultStyle => {
+  const styleOf = (envelope: unknown): Style => {
     const info =
       era === "modern"
         ? ((envelope as Record<string, unknown> | undefined)?.[CLIENT_INFO_META_KEY] as
@@ -154,7 +154,7 @@ export function createServer(ctx: ServerContext, era: Era): Server {
   const revision = () => (era === "legacy" ? server.getNegotiatedProtocolVersion() : undefined);
 
   server.setRequestHandler("tools/list", async (_request, extra) => ({
-    tools: listingFor(styleOf(extra.mcpReq.envelope), revision()),
+    tools: listingFor(styleOf(extra.mcpReq.envelope).shape, revision()),
     ttlMs: 0,
     cacheScope: "private",
   }));
@@ -169,7 +169,7 @@ export function createServer(ctx: ServerContext, era: Era): Server {
     if (!tool) throw new ProtocolError("Unknown tool");
     const style = styleOf(extra.mcpReq.envelope);
     const present: Present = (value) =>
-      style === "text" ? renderText(tool.name, value, era) : render(value);
+      style.shape === "text" ? renderText(tool.name, value, era, style) : render(value);
     let bound: BoundCall;
     try {
       bound = tool.bind(params.arguments, era === "modern");

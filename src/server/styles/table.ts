@@ -19,29 +19,45 @@ export const ResultStyleSetting = v.picklist(["auto", "structured", "text"]);
 export type ResultStyleSetting = v.InferOutput<typeof ResultStyleSetting>;
 export type ResultStyle = Exclude<ResultStyleSetting, "auto">;
 
-interface Row {
+/** How one client's results are shaped. */
+export interface Style {
+  shape: ResultStyle;
+  /**
+   * Whether a failed cell's pictures go out as image blocks. Gemini CLI shows a failed call to its model
+   * as one string holding the whole raw result, so there a picture would be base64 text in its context.
+   */
+  picturesWhenFailed: boolean;
+}
+
+interface Row extends Style {
   /** The client's `clientInfo.name`, as it sends it. */
   client: string;
-  style: ResultStyle;
   /** The test that drives this client with a scripted model and reads what the model was shown. */
   test: string;
 }
 
 export const STYLE_TABLE: readonly Row[] = [
-  { client: "claude-code", style: "text", test: "tests/e2e/agent-claude.test.ts" },
-  { client: "codex-mcp-client", style: "text", test: "tests/e2e/agent-codex.test.ts" },
-  { client: "gemini-cli-mcp-client", style: "text", test: "tests/e2e/agent-gemini.test.ts" },
+  { client: "claude-code", shape: "text", picturesWhenFailed: true, test: "tests/e2e/agent-claude.test.ts" },
+  {
+    client: "codex-mcp-client",
+    shape: "text",
+    picturesWhenFailed: true,
+    test: "tests/e2e/agent-codex.test.ts",
+  },
+  {
+    client: "gemini-cli-mcp-client",
+    shape: "text",
+    picturesWhenFailed: false,
+    test: "tests/e2e/agent-gemini.test.ts",
+  },
 ];
 
 /**
  * The style for one client: the setting when it names one, else its row of the table, else structured.
  * Both eras are looked up the same way; under 2026-07-28 the name comes with each request.
  */
-export function styleFor(
-  setting: ResultStyleSetting,
-  clientName: string | undefined,
-  _era: Era,
-): ResultStyle {
-  if (setting !== "auto") return setting;
-  return STYLE_TABLE.find((row) => row.client === clientName)?.style ?? "structured";
+export function styleFor(setting: ResultStyleSetting, clientName: string | undefined, _era: Era): Style {
+  const row = STYLE_TABLE.find((entry) => entry.client === clientName);
+  if (setting !== "auto") return { shape: setting, picturesWhenFailed: row?.picturesWhenFailed ?? true };
+  return row ?? { shape: "structured", picturesWhenFailed: true };
 }

@@ -10,18 +10,45 @@ import { cutUtf8, utf8Bytes } from "../../text/utf8.ts";
 import type { DisplayRecord } from "../../worker/displays.ts";
 import { artifactNote, isErrorValue, notInlineNote, PICTURES_OMITTED } from "../render.ts";
 import type { Era } from "../server.ts";
+import type { Style } from "./table.ts";
 
 type Structured = Record<string, unknown>;
 type Block = { type: "text"; text: string } | { type: "image"; data: string; mimeType: string };
 
+/**
+ * A text that is JSON but not an object (a cell that printed `42`) gets a label first: Gemini CLI parses
+ * a first text block as JSON when a result has no structuredContent, and fails the call on a non-object.
+ */
+function notJson(text: string): string {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)
+      ? text
+      : `Output:\n${text}`;
+  } catch {
+    return text;
+  }
+}
+
+/** The sentence that stands for a failed run's pictures where the style holds them back. */
+function heldPictures(displays: DisplayRecord[]): string {
+  const count = displays.filter((display) => display.inline && display.data !== undefined).length;
+  if (!count) return "";
+  const what = count === 1 ? "1 picture was" : `${count} pictures were`;
+  return `\n[${what} not sent with this failure; display() it in a cell that succeeds to see it.]`;
+}
+
 /** What the text says when a cell printed nothing and had no value. */
 export const NOTHING_TO_SHOW = "Done: no output and no value.";
 
-export function renderText(tool: string, value: Structured, era: Era) {
+export function renderText(tool: string, value: Structured, era: Era, style: Style) {
   const displays = (value.displays as DisplayRecord[] | undefined) ?? [];
   const isError = isErrorValue(value);
-  const text = fit(textFor(tool, value, era), artifactNote(value) + notInlineNote(value, displays));
-  const pictures = displayBlocks(displays);
+  const held = isError && !style.picturesWhenFailed ? heldPictures(displays) : "";
+  const text = notJson(
+    fit(textFor(tool, value, era), artifactNote(value) + notInlineNote(value, displays) + held),
+  );
+  const pictures = displayBlocks(displays).filter((block) => !held || block.type !== "image");
   const result = { content: [{ type: "text", text }, ...pictures] as Block[], isError };
   if (bytesOf(result) > TOOL_RESULT_MAX_BYTES)
     result.content = [{ type: "text", text: `${text}\n${PICTURES_OMITTED}` }];
