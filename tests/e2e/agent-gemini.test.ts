@@ -185,6 +185,17 @@ describe("Gemini CLI's rules for a CallToolResult (fixture server of fixed shape
         images: [],
       },
     });
+    // A failed call's picture is no picture: its base64 is part of the dumped error string.
+    const failed = shapes.seen.get("is_error_with_image");
+    expect({
+      error: failed?.error,
+      images: failed?.images,
+      dumped: failed?.text.includes(PIXEL_PNG),
+    }).toEqual({
+      error: true,
+      images: [],
+      dumped: true,
+    });
     const raw = shapes.seen.get("image_only")?.raw as Record<string, any>[];
     expect(raw.map((part) => Object.keys(part))).toEqual([["functionResponse"], ["inlineData"]]);
   });

@@ -46,6 +46,12 @@ export const SHAPES: Record<string, Shape> = {
       isError: true,
     },
   },
+  is_error_with_image: {
+    result: {
+      content: [text("it broke after drawing"), { type: "image", data: PIXEL_PNG, mimeType: "image/png" }],
+      isError: true,
+    },
+  },
   is_error_no_structured: { result: { content: [text("it broke, plainly")], isError: true } },
   thrown: { result: { content: [] }, thrown: "the handler threw" },
   image_with_text: {
