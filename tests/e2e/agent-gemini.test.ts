@@ -7,6 +7,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { modelViewTests } from "../support/agents/expectations.ts";
 import { type AgentRun, runGemini, runGeminiOn } from "../support/agents/gemini.ts";
 import { PLOT, SCRIPT, type Step } from "../support/agents/script.ts";
 import { BIG_TEXT, PIXEL_PNG, SHAPES } from "../support/agents/shapes-peer.ts";
@@ -66,6 +67,15 @@ describe("Gemini CLI plays the scripted session against repl-mcp", () => {
     expect(session.calls.get("plot")?.code).toBe(PLOT);
     expect(plot?.images.map((image) => image.mimeType)).toEqual(["image/png"]);
     expect(plot?.images[0]?.bytes ?? 0).toBeGreaterThan(1_000);
+  });
+});
+
+describe("what Gemini's model sees of repl-mcp (the text style)", () => {
+  // Gemini wraps each text block in <untrusted_context> tags: its own, not counted against our budgets.
+  modelViewTests(() => session, {
+    wrapper: /<untrusted_context>\n|\n<\/untrusted_context>/g,
+    errorFlag: true,
+    modern: false,
   });
 });
 
