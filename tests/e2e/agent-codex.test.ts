@@ -5,20 +5,35 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type CodexRun, MODEL, runCodex, SERVER_NAME } from "../support/agents/codex.ts";
+import { LONG_TEXT_CHARS, PICTURE, SHAPES } from "../fixtures/peers/result-shapes.ts";
+import { type CodexRun, MODEL, runCodex, runCodexSession, SERVER_NAME } from "../support/agents/codex.ts";
 import { FINAL_ANSWER } from "../support/agents/fake-openai.ts";
-import { SCRIPT } from "../support/agents/script.ts";
+import { SCRIPT, type Step } from "../support/agents/script.ts";
 import { taggedPids, waitFor } from "../support/harness.ts";
+
+const RESULT_SHAPES = join(import.meta.dir, "../fixtures/peers/result-shapes.ts");
+/** One step per fixed result shape: the fake model calls each tool of the fixture once. */
+const SHAPE_SCRIPT: Step[] = Object.keys(SHAPES).map((name) => ({ name, tool: name, args: () => ({}) }));
 
 const tag = crypto.randomUUID();
 let run: CodexRun;
+let shapes: CodexRun;
 
 beforeAll(async () => {
   run = await runCodex({ tag });
+  shapes = await runCodexSession({
+    script: SHAPE_SCRIPT,
+    server: [process.execPath, RESULT_SHAPES],
+    serverName: "shapes",
+    // BM25 over the fixture's names and descriptions: words that between them reach every tool.
+    searchQuery:
+      "content structured structuredContent error image resource link long text empty declared block",
+    tag,
+  });
   const dump = process.env.REPL_MCP_AGENT_DUMP;
   if (dump) {
     mkdirSync(dump, { recursive: true });
-    writeFileSync(join(dump, "codex.md"), dumpOf(run));
+    writeFileSync(join(dump, "codex.md"), dumpOf(run, shapes));
   }
 }, 180_000);
 
@@ -92,6 +107,88 @@ describe(`Codex CLI (${MODEL}) through the scripted session`, () => {
   });
 });
 
+const WALL_TIME = /^Wall time: \d+(\.\d+)? seconds\nOutput:/;
+
+/** What the model saw for a shape, without Codex's wall-time header, and how the output was sent. */
+function shown(name: string) {
+  const seen = shapes.seen.get(name);
+  const output = (seen?.raw as any)?.output;
+  return {
+    text: (seen?.text ?? "").replace(WALL_TIME, "").replace(/^\n/, ""),
+    images: seen?.images ?? [],
+    sent: Array.isArray(output) ? "content items" : typeof output,
+  };
+}
+
+describe("how Codex presents each shape of tool result to its model (the result-shapes fixture)", () => {
+  test("the fixture session ran: every shape was called and seen", () => {
+    expect({ failure: shapes.failure, steps: [...shapes.seen.keys()] }).toEqual({
+      failure: undefined,
+      steps: SHAPE_SCRIPT.map((step) => step.name),
+    });
+  });
+
+  test("with structuredContent present the model gets only its JSON: the content blocks, images too, are dropped", () => {
+    const structured = { text: '{"words":"words in structuredContent"}', images: [], sent: "string" };
+    // With or without a declared outputSchema.
+    expect(shown("structured_image")).toEqual(structured);
+    expect(shown("declared_structured")).toEqual(structured);
+  });
+
+  test("without structuredContent the model gets the content: text blocks one a line, an image as an input_image", () => {
+    expect(shown("content_text")).toEqual({
+      text: "plain words in content",
+      images: [],
+      sent: "content items",
+    });
+    expect(shown("content_two_texts").text).toBe("first block\nsecond block");
+    expect(shown("content_image")).toEqual({
+      text: "a picture follows",
+      images: [{ mimeType: "image/png", bytes: PICTURE.length }],
+      sent: "content items",
+    });
+    // A declared outputSchema without structuredContent is not refused: the content is shown.
+    expect(shown("declared_without_structured").text).toBe("content without the declared structure");
+    expect(shown("empty_content").text).toBe("");
+  });
+
+  test("isError leaves no mark: the model reads the same text as for a success", () => {
+    expect(shown("error_content")).toEqual({
+      text: "ValueError: it failed",
+      images: [],
+      sent: "content items",
+    });
+    expect(shown("error_structured").text).toBe('{"words":"error words in structuredContent"}');
+    for (const name of ["error_content", "error_structured"]) {
+      expect(shapes.seen.get(name)?.error).toBeUndefined();
+      // The item has no field to carry a failure: the same four as a success's.
+      expect(Object.keys(shapes.seen.get(name)?.raw ?? {}).sort()).toEqual([
+        "call_id",
+        "id",
+        "output",
+        "type",
+      ]);
+    }
+  });
+
+  test("resource links and embedded resources reach the model as their JSON", () => {
+    const lines = shown("resource_link").text.split("\n");
+    expect(lines[0]).toBe("a link follows");
+    expect(JSON.parse(lines[1] ?? "null")).toMatchObject({ type: "resource_link", name: "report.csv" });
+    expect(JSON.parse(lines[2] ?? "null")).toMatchObject({
+      type: "resource",
+      resource: { text: "embedded words" },
+    });
+  });
+
+  test("a long text is cut in the middle: Codex keeps its head and tail around a truncation mark", () => {
+    const { text } = shown("long_text");
+    expect(text.length).toBeLessThan(LONG_TEXT_CHARS / 2);
+    expect(text).toStartWith("line 000000 ");
+    expect(text).toMatch(/…\d+ tokens truncated…/);
+  });
+});
+
 /** A Markdown fence that no run of backticks inside `text` can close. */
 function fenced(text: string, info = ""): string {
   const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((match) => match[0].length));
@@ -99,7 +196,7 @@ function fenced(text: string, info = ""): string {
   return `${fence}${info}\n${text}\n${fence}`;
 }
 
-function dumpOf(run: CodexRun): string {
+function dumpOf(run: CodexRun, shapes: CodexRun): string {
   const out: string[] = [];
   const requests = run.transcript.filter((entry) => entry.from === "client").map((entry) => entry.message);
   const first = requests[0];
@@ -169,6 +266,27 @@ function dumpOf(run: CodexRun): string {
       "",
     );
     out.push(fenced(JSON.stringify(tool.schema ?? null, null, 2), "json"), "");
+  }
+  out.push(
+    "## How Codex presents each shape of result (tests/fixtures/peers/result-shapes.ts)",
+    "",
+    "Long texts are cut to their first and last 300 characters here (the test checks the whole).",
+    "",
+  );
+  for (const step of SHAPE_SCRIPT) {
+    const seen = shapes.seen.get(step.name);
+    const output = (seen?.raw as any)?.output;
+    const text = seen?.text ?? "(not seen)";
+    const images = (seen?.images ?? []).map((image) => `${image.mimeType} ${image.bytes} B`).join(", ");
+    out.push(
+      `### ${step.name}: ${SHAPES[step.name]?.description}`,
+      "",
+      `- sent as: ${Array.isArray(output) ? `content items (${output.map((part: any) => part.type).join(", ")})` : typeof output}`,
+      `- images: ${seen?.images.length ?? 0}${images ? ` (${images})` : ""}; text: ${Buffer.byteLength(text)} bytes`,
+      "",
+      fenced(text.length > 1_000 ? `${text.slice(0, 300)}\n[...]\n${text.slice(-300)}` : text),
+      "",
+    );
   }
   return `${out.join("\n")}\n`;
 }

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "../harness.ts";
 import { FakeOpenAI, type ModelTool, type RecordedRequest } from "./fake-openai.ts";
-import { SCRIPT, type Seen, SYSTEM_PYTHON } from "./script.ts";
+import { SCRIPT, type Seen, type Step, SYSTEM_PYTHON } from "./script.ts";
 
 const CODEX = join(import.meta.dir, "../../../node_modules/.bin/codex");
 const RECORD = join(import.meta.dir, "../record-stdio.ts");
@@ -65,11 +65,11 @@ const tomlTable = (entries: Record<string, string>) =>
 
 function configToml(options: {
   baseUrl: string;
-  transcript: string;
+  serverName: string;
+  command: string[];
   serverEnv: Record<string, string>;
-  serverArgs: string[];
 }): string {
-  const args = [RECORD, options.transcript, "--", BINARY, "--python", SYSTEM_PYTHON, ...options.serverArgs];
+  const [command = "", ...args] = options.command;
   return [
     `model = ${toml(MODEL)}`,
     `model_provider = "fake"`,
@@ -95,8 +95,8 @@ function configToml(options: {
     "request_max_retries = 0",
     "stream_max_retries = 0",
     "",
-    `[mcp_servers.${SERVER_NAME}]`,
-    `command = ${toml(process.execPath)}`,
+    `[mcp_servers.${options.serverName}]`,
+    `command = ${toml(command)}`,
     `args = [${args.map(toml).join(", ")}]`,
     `env = ${tomlTable(options.serverEnv)}`,
     "",
@@ -112,29 +112,57 @@ function transcriptOf(file: string): AgentRun["transcript"] {
     .map(({ from, line }) => ({ from, message: JSON.parse(line) }));
 }
 
-/** Runs the scripted session through `codex exec` and returns what the model saw; cleans up after itself. */
-export async function runCodex(options: CodexOptions = {}): Promise<CodexRun> {
-  const tag = options.tag ?? crypto.randomUUID();
+/** Runs the scripted session through `codex exec` against repl-mcp and returns what the model saw. */
+export function runCodex(options: CodexOptions = {}): Promise<CodexRun> {
+  return runCodexSession({
+    script: SCRIPT,
+    server: [BINARY, "--python", SYSTEM_PYTHON, ...(options.serverArgs ?? [])],
+    env: options.env,
+    tag: options.tag,
+  });
+}
+
+export interface CodexSession {
+  script: Step[];
+  /** The MCP server's command line (run behind the recording wrapper). */
+  server: string[];
+  /** Its name in config.toml (default: repl); Codex's namespace for its tools is mcp__<name>. */
+  serverName?: string;
+  /** What the fake model asks tool_search for (default: "python"). */
+  searchQuery?: string;
+  env?: Record<string, string>;
+  tag?: string;
+}
+
+/** Runs any script through `codex exec` against any stdio MCP server; cleans up after itself. */
+export async function runCodexSession(session: CodexSession): Promise<CodexRun> {
+  const tag = session.tag ?? crypto.randomUUID();
+  const serverName = session.serverName ?? SERVER_NAME;
   const dir = tempDir("repl-mcp-codex-");
   const home = join(dir, "home");
   const codexHome = join(dir, "codex-home");
   const project = join(dir, "project");
   for (const path of [home, codexHome, project]) mkdirSync(path);
   const transcriptFile = join(dir, "transcript.jsonl");
-  const fake = new FakeOpenAI({ script: SCRIPT, server: SERVER_NAME, marker: PROMPT });
+  const fake = new FakeOpenAI({
+    script: session.script,
+    server: serverName,
+    marker: PROMPT,
+    searchQuery: session.searchQuery,
+  });
   try {
     writeFileSync(
       join(codexHome, "config.toml"),
       configToml({
         baseUrl: fake.baseUrl,
-        transcript: transcriptFile,
-        serverArgs: options.serverArgs ?? [],
+        serverName,
+        command: [process.execPath, RECORD, transcriptFile, "--", ...session.server],
         serverEnv: {
           PATH: process.env.PATH ?? "/usr/bin:/bin",
           HOME: home,
           XDG_CONFIG_HOME: join(home, ".config"),
           XDG_CACHE_HOME: join(home, ".cache"),
-          ...options.env,
+          ...session.env,
           REPL_MCP_TEST_TAG: tag,
         },
       }),
