@@ -99,6 +99,10 @@ describe(`Codex CLI (${MODEL}) through the scripted session`, () => {
     for (const name of ["execute_python", "python_start", "python_run", "python_health"])
       expect(names).toContain(name);
     expect(new Set(run.tools.map((tool) => tool.namespace))).toEqual(new Set([namespace]));
+    // The namespace's description, which the model reads with the tools, is the server's instructions.
+    const [initialize] = clientRequests();
+    expect(run.namespaceDescription).toBe(answerTo(initialize?.id)?.result?.instructions);
+    expect(run.namespaceDescription ?? "").not.toBe("");
   });
 
   test("Codex puts its own wall-time header before every tool result the model reads", () => {
@@ -189,6 +193,60 @@ describe("how Codex presents each shape of tool result to its model (the result-
   });
 });
 
+/** What repl-mcp answered the tools/call Codex made for the model's call `callId`, in one line. */
+function answered(run: CodexRun, callId: unknown): string {
+  const call = run.transcript.find(
+    (entry) =>
+      entry.from === "client" &&
+      entry.message.method === "tools/call" &&
+      entry.message.params?._meta?.callId === callId,
+  );
+  const result = run.transcript.find(
+    (entry) => entry.from === "server" && entry.message.id === call?.message.id && !entry.message.method,
+  )?.message.result;
+  if (!result) return "no answer found in the transcript";
+  const blocks = ((result.content ?? []) as any[]).map((block) => {
+    if (block.type === "text") return `text ${Buffer.byteLength(block.text)} B`;
+    if (block.type === "image")
+      return `image ${block.mimeType} ${Buffer.from(block.data, "base64").length} B`;
+    return block.type;
+  });
+  const structured = result.structuredContent
+    ? `structuredContent ${Buffer.byteLength(JSON.stringify(result.structuredContent))} B`
+    : "no structuredContent";
+  return `isError ${result.isError === true}, content [${blocks.join(", ")}], ${structured}`;
+}
+
+/** Per tool, the JSON Schema keywords of its listed inputSchema that the schema the model got lacks. */
+function droppedKeywords(run: CodexRun): string[] {
+  const list = run.transcript.find(
+    (entry) => entry.from === "client" && entry.message.method === "tools/list",
+  );
+  const listed = (run.transcript.find(
+    (entry) => entry.from === "server" && entry.message.id === list?.message.id,
+  )?.message.result?.tools ?? []) as { name: string; inputSchema: unknown }[];
+  const keywords = (schema: unknown, path: string, into: Set<string>) => {
+    if (!schema || typeof schema !== "object") return into;
+    for (const [key, value] of Object.entries(schema)) {
+      if (key === "properties" && value && typeof value === "object")
+        for (const [name, inner] of Object.entries(value)) keywords(inner, `${path}.${name}`, into);
+      else {
+        into.add(`${path}:${key}`);
+        if (key === "items") keywords(value, `${path}[]`, into);
+      }
+    }
+    return into;
+  };
+  const lines: string[] = [];
+  for (const tool of listed) {
+    const got = run.tools.find((candidate) => candidate.name === tool.name);
+    const kept = keywords(got?.schema, "", new Set());
+    const lost = [...keywords(tool.inputSchema, "", new Set())].filter((key) => !kept.has(key));
+    if (lost.length > 0) lines.push(`${tool.name}: ${lost.join(", ")}`);
+  }
+  return lines;
+}
+
 /** A Markdown fence that no run of backticks inside `text` can close. */
 function fenced(text: string, info = ""): string {
   const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((match) => match[0].length));
@@ -221,6 +279,7 @@ function dumpOf(run: CodexRun, shapes: CodexRun): string {
     }
     const images = seen.images.map((image) => `${image.mimeType} ${image.bytes} B`).join(", ");
     const parts = (seen.raw as any)?.output;
+    out.push(`- repl-mcp answered: ${answered(run, (seen.raw as any)?.call_id)}`);
     out.push(
       `- error flag: ${String(seen.error)}`,
       `- images: ${seen.images.length}${images ? ` (${images})` : ""}`,
@@ -256,6 +315,14 @@ function dumpOf(run: CodexRun, shapes: CodexRun): string {
     `From \`tool_search\`, as functions of the namespace \`mcp__${SERVER_NAME}\`, whose description is:`,
     "",
     fenced(run.namespaceDescription ?? "(none)"),
+    "",
+  );
+  out.push(
+    "Codex passes each description through unchanged but rewrites the input schemas (it sorts the",
+    "properties and drops keywords); outputSchema and annotations do not reach the model. Keywords in",
+    "repl-mcp's tools/list that the model's schemas lack:",
+    "",
+    fenced(droppedKeywords(run).join("\n") || "(none)"),
     "",
   );
   for (const tool of run.tools) {
