@@ -8,16 +8,25 @@ import { join } from "node:path";
 import { LONG_TEXT_CHARS, PICTURE, SHAPES } from "../fixtures/peers/result-shapes.ts";
 import { type CodexRun, MODEL, runCodex, runCodexSession, SERVER_NAME } from "../support/agents/codex.ts";
 import { FINAL_ANSWER } from "../support/agents/fake-openai.ts";
-import { SCRIPT, type Step } from "../support/agents/script.ts";
-import { taggedPids, waitFor } from "../support/harness.ts";
+import { SCRIPT, type Step, SYSTEM_PYTHON } from "../support/agents/script.ts";
+import { BINARY, taggedPids, waitFor } from "../support/harness.ts";
 
 const RESULT_SHAPES = join(import.meta.dir, "../fixtures/peers/result-shapes.ts");
 /** One step per fixed result shape: the fake model calls each tool of the fixture once. */
 const SHAPE_SCRIPT: Step[] = Object.keys(SHAPES).map((name) => ({ name, tool: name, args: () => ({}) }));
 
+/** Under Codex's own defaults for exec: a tool annotated read-only, one annotated destructive, another read-only. */
+const DEFAULTS_SCRIPT: Step[] = [
+  { name: "health", tool: "python_health", args: () => ({}) },
+  { name: "cell", tool: "execute_python", args: () => ({ code: "1+1" }) },
+  { name: "poll", tool: "python_run", args: () => ({}) },
+];
+const REFUSED = "MCP tool call requires approval, but approval policy is never";
+
 const tag = crypto.randomUUID();
 let run: CodexRun;
 let shapes: CodexRun;
+let defaults: CodexRun;
 
 beforeAll(async () => {
   run = await runCodex({ tag });
@@ -30,12 +39,20 @@ beforeAll(async () => {
       "content structured structuredContent error image resource link long text empty declared block",
     tag,
   });
+  defaults = await runCodexSession({
+    script: DEFAULTS_SCRIPT,
+    server: [BINARY, "--python", SYSTEM_PYTHON],
+    approvalPolicy: null,
+    sandboxMode: null,
+    toolsApproval: null,
+    tag,
+  });
   const dump = process.env.REPL_MCP_AGENT_DUMP;
   if (dump) {
     mkdirSync(dump, { recursive: true });
     writeFileSync(join(dump, "codex.md"), dumpOf(run, shapes));
   }
-}, 180_000);
+}, 300_000);
 
 afterAll(async () => {
   // runCodex cleans up after itself; a run that failed half-way must not leave a server behind either.
@@ -246,6 +263,20 @@ function droppedKeywords(run: CodexRun): string[] {
   }
   return lines;
 }
+
+describe("Codex's own defaults for exec (read-only sandbox, no approvals, no default_tools_approval_mode)", () => {
+  test("a tool annotated read-only runs; execute_python, annotated destructive, is refused before it reaches the server", () => {
+    const text = (name: string) =>
+      defaults.seen.get(name)?.text.replace(WALL_TIME, "").replace(/^\n/, "") ?? "";
+    expect(text("health")).toStartWith("{");
+    expect(text("cell")).toBe(REFUSED);
+    expect(text("poll")).not.toBe(REFUSED);
+    const called = defaults.transcript
+      .filter((entry) => entry.from === "client" && entry.message.method === "tools/call")
+      .map((entry) => entry.message.params.name);
+    expect(called).toEqual(["python_health", "python_run"]);
+  });
+});
 
 /** A Markdown fence that no run of backticks inside `text` can close. */
 function fenced(text: string, info = ""): string {

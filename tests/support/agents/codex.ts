@@ -63,19 +63,38 @@ const tomlTable = (entries: Record<string, string>) =>
     .map(([key, value]) => `${key} = ${toml(value)}`)
     .join(", ")} }`;
 
-function configToml(options: {
-  baseUrl: string;
-  serverName: string;
-  command: string[];
-  serverEnv: Record<string, string>;
-}): string {
+/** A `key = "value"` line, or nothing when the value is null (Codex's own default then applies). */
+const setting = (key: string, value: string | null) => (value === null ? [] : [`${key} = ${toml(value)}`]);
+
+/**
+ * How Codex lets the model's calls through. `codex exec` never asks (approval_policy "never"), so under the
+ * workspace-write or read-only sandbox Codex refuses an MCP tool its annotations call destructive (execute_python)
+ * unless the server's tools are approved up front; danger-full-access would let them through too, but it also
+ * unsandboxes Codex's own shell commands. MCP servers themselves run outside Codex's sandbox either way.
+ */
+export interface CodexPermissions {
+  /** Top-level approval_policy (default "never"; null: leave it out). */
+  approvalPolicy?: string | null;
+  /** Top-level sandbox_mode (default "workspace-write"; null: leave it out). */
+  sandboxMode?: string | null;
+  /** The server's default_tools_approval_mode (default "approve"; null: leave it out). */
+  toolsApproval?: string | null;
+}
+
+function configToml(
+  options: {
+    baseUrl: string;
+    serverName: string;
+    command: string[];
+    serverEnv: Record<string, string>;
+  } & Required<CodexPermissions>,
+): string {
   const [command = "", ...args] = options.command;
   return [
     `model = ${toml(MODEL)}`,
     `model_provider = "fake"`,
-    `approval_policy = "never"`,
-    // The sandbox applies to Codex's own shell commands; MCP servers run outside it either way.
-    `sandbox_mode = "danger-full-access"`,
+    ...setting("approval_policy", options.approvalPolicy),
+    ...setting("sandbox_mode", options.sandboxMode),
     `check_for_update_on_startup = false`,
     "",
     "[analytics]",
@@ -99,6 +118,7 @@ function configToml(options: {
     `command = ${toml(command)}`,
     `args = [${args.map(toml).join(", ")}]`,
     `env = ${tomlTable(options.serverEnv)}`,
+    ...setting("default_tools_approval_mode", options.toolsApproval),
     "",
   ].join("\n");
 }
@@ -122,7 +142,7 @@ export function runCodex(options: CodexOptions = {}): Promise<CodexRun> {
   });
 }
 
-export interface CodexSession {
+export interface CodexSession extends CodexPermissions {
   script: Step[];
   /** The MCP server's command line (run behind the recording wrapper). */
   server: string[];
@@ -157,6 +177,9 @@ export async function runCodexSession(session: CodexSession): Promise<CodexRun> 
         baseUrl: fake.baseUrl,
         serverName,
         command: [process.execPath, RECORD, transcriptFile, "--", ...session.server],
+        approvalPolicy: session.approvalPolicy === undefined ? "never" : session.approvalPolicy,
+        sandboxMode: session.sandboxMode === undefined ? "workspace-write" : session.sandboxMode,
+        toolsApproval: session.toolsApproval === undefined ? "approve" : session.toolsApproval,
         serverEnv: {
           PATH: process.env.PATH ?? "/usr/bin:/bin",
           HOME: home,
