@@ -50,7 +50,7 @@ beforeAll(async () => {
   const dump = process.env.REPL_MCP_AGENT_DUMP;
   if (dump) {
     mkdirSync(dump, { recursive: true });
-    writeFileSync(join(dump, "codex.md"), dumpOf(run, shapes));
+    writeFileSync(join(dump, "codex.md"), dumpOf(run, shapes, defaults));
   }
 }, 300_000);
 
@@ -285,7 +285,7 @@ function fenced(text: string, info = ""): string {
   return `${fence}${info}\n${text}\n${fence}`;
 }
 
-function dumpOf(run: CodexRun, shapes: CodexRun): string {
+function dumpOf(run: CodexRun, shapes: CodexRun, defaults: CodexRun): string {
   const out: string[] = [];
   const requests = run.transcript.filter((entry) => entry.from === "client").map((entry) => entry.message);
   const first = requests[0];
@@ -386,5 +386,19 @@ function dumpOf(run: CodexRun, shapes: CodexRun): string {
       "",
     );
   }
+  out.push(
+    "## Under Codex's own exec defaults (no approval_policy, sandbox_mode or default_tools_approval_mode)",
+    "",
+    'The steps above ran with `sandbox_mode = "workspace-write"`, `approval_policy = "never"` and',
+    '`default_tools_approval_mode = "approve"` on the server. Without them:',
+    "",
+  );
+  for (const step of DEFAULTS_SCRIPT)
+    out.push(
+      `### ${step.name} (\`${step.tool}\`)`,
+      "",
+      fenced(defaults.seen.get(step.name)?.text ?? "(not seen)"),
+      "",
+    );
   return `${out.join("\n")}\n`;
 }
