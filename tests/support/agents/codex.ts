@@ -87,11 +87,12 @@ function configToml(
     serverName: string;
     command: string[];
     serverEnv: Record<string, string>;
+    model: string;
   } & Required<CodexPermissions>,
 ): string {
   const [command = "", ...args] = options.command;
   return [
-    `model = ${toml(MODEL)}`,
+    `model = ${toml(options.model)}`,
     `model_provider = "fake"`,
     ...setting("approval_policy", options.approvalPolicy),
     ...setting("sandbox_mode", options.sandboxMode),
@@ -148,6 +149,11 @@ export interface CodexSession extends CodexPermissions {
   server: string[];
   /** Its name in config.toml (default: repl); Codex's namespace for its tools is mcp__<name>. */
   serverName?: string;
+  /**
+   * The model slug (default MODEL). A slug Codex has no metadata for gets the MCP tools up front, as a
+   * namespace in the request's tools, with no tool_search, and a warning event on stdout.
+   */
+  model?: string;
   /** What the fake model asks tool_search for (default: "python"). */
   searchQuery?: string;
   env?: Record<string, string>;
@@ -177,6 +183,7 @@ export async function runCodexSession(session: CodexSession): Promise<CodexRun> 
         baseUrl: fake.baseUrl,
         serverName,
         command: [process.execPath, RECORD, transcriptFile, "--", ...session.server],
+        model: session.model ?? MODEL,
         approvalPolicy: session.approvalPolicy === undefined ? "never" : session.approvalPolicy,
         sandboxMode: session.sandboxMode === undefined ? "workspace-write" : session.sandboxMode,
         toolsApproval: session.toolsApproval === undefined ? "approve" : session.toolsApproval,
