@@ -109,11 +109,15 @@ function labelled(card: HTMLElement, label: string, node: HTMLElement): void {
   card.append(el("div", "label", label), node);
 }
 
-function omittedText(omitted: { stdout: number; stderr: number }): string {
+function omittedText(omitted: { stdout: number; stderr: number }, truncated?: RunView["truncated"]): string {
   const parts = [];
   if (omitted.stdout) parts.push(`${omitted.stdout} characters of stdout`);
   if (omitted.stderr) parts.push(`${omitted.stderr} characters of stderr`);
-  return parts.length ? `… ${parts.join(" and ")} not shown on this page` : "";
+  const cut = (["stdout", "stderr"] as const).filter((stream) => truncated?.[stream]);
+  const notes = [];
+  if (parts.length) notes.push(`… ${parts.join(" and ")} not shown on this page`);
+  if (cut.length) notes.push(`… ${cut.join(" and ")} cut at the server's limit (the agent got the same)`);
+  return notes.join("; ");
 }
 
 function valueNode(view: RunView): HTMLElement | undefined {
@@ -197,7 +201,7 @@ function fillCard(card: HTMLElement, view: RunView): void {
   const stderr = el("pre", "stderr", view.stderr);
   stdout.hidden = view.stdout === "";
   stderr.hidden = view.stderr === "";
-  card.append(stdout, stderr, el("div", "omitted", omittedText(view.omitted)));
+  card.append(stdout, stderr, el("div", "omitted", omittedText(view.omitted, view.truncated)));
   const value = valueNode(view);
   if (value) labelled(card, "value", value);
   for (const display of view.displays ?? []) {
