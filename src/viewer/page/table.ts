@@ -62,7 +62,9 @@ export function tableOf(preview: string, info: ValueInfo): Table | undefined {
   if (kind === "Series") {
     const cells = columns(lines);
     if (!cells || cells.some((row) => row.length !== 2)) return undefined;
-    const name = /, name (.*)$/.exec(caption)?.[1] ?? "value";
+    const shown = /, name (.*)$/.exec(caption)?.[1] ?? "value";
+    // A string name is previewed quoted; the quotes are not part of it.
+    const name = /^"[^"\\]*"$/.test(shown) ? shown.slice(1, -1) : shown;
     return { caption, header: ["", name], rows: cells };
   }
   return undefined;
