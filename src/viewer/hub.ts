@@ -32,6 +32,9 @@ export class Hub implements SessionsWatcher {
   private readonly records = new Map<string, RunRecord[]>();
   readonly pages = new Set<PageStream>();
   private readonly flushing = new Set<RunRecord>();
+  private readonly dirtySessions = new Set<Session>();
+  /** Runs to send at the next flush: live (undefined) or with their final result. */
+  private readonly dirtyRuns = new Map<RunRecord, ExecutionResult | undefined>();
   private flushTimer: ReturnType<typeof setTimeout> | undefined;
   private knownArtifacts = new Set<string>();
   private readonly unsubscribe: () => void;
@@ -117,8 +120,9 @@ export class Hub implements SessionsWatcher {
     const onOutput = (stream: "stdout" | "stderr", text: string) => this.output(record, stream, text);
     run.outputListeners.add(onOutput);
     if (this.pages.size > 0) {
-      this.sessionChanged(session);
-      this.broadcast({ type: "run", run: liveRunView(record, run) });
+      this.dirtySessions.add(session);
+      this.dirtyRuns.set(record, undefined);
+      this.schedule();
     }
     void run.done.then(
       (result) => {
@@ -138,12 +142,43 @@ export class Hub implements SessionsWatcher {
     record.pending[stream] += piece;
     record.omitted[stream] += text.length - piece.length;
     this.flushing.add(record);
+    this.schedule();
+  }
+
+  private schedule(): void {
     this.flushTimer ??= setTimeout(() => this.flush(), VIEWER_OUTPUT_FLUSH_MS);
   }
 
+  /**
+   * Everything since the last flush leaves together, off the agent's path: sessions, then runs (a run
+   * that started and ended meanwhile only as it ended), then output of the runs still going.
+   */
   private flush(): void {
     clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
+    const events: object[] = [];
+    for (const session of this.dirtySessions) {
+      if (this.sessions.has(session.id)) events.push({ type: "session", session: sessionView(session) });
+    }
+    this.dirtySessions.clear();
+    for (const [record, result] of this.dirtyRuns) {
+      const session = this.sessions.get(record.sessionId);
+      if (!session) continue;
+      const view = result
+        ? this.finishedView(session, record, result)
+        : record.active && liveRunView(record, record.active);
+      if (view) events.push({ type: "run", run: view });
+      // Its output so far is in the view.
+      if (result || view) {
+        this.flushing.delete(record);
+        record.pending = { stdout: "", stderr: "" };
+      }
+    }
+    this.dirtyRuns.clear();
+    if (events.length) {
+      const bytes = concat(events.map(encodeEvent));
+      for (const page of this.pages) page.send(bytes);
+    }
     for (const record of this.flushing) {
       const { stdout, stderr } = record.pending;
       record.pending = { stdout: "", stderr: "" };
@@ -162,10 +197,9 @@ export class Hub implements SessionsWatcher {
 
   private ended(session: Session, record: RunRecord, result: ExecutionResult): void {
     if (this.pages.size === 0) return;
-    if (this.flushing.has(record)) this.flush();
-    this.sessionChanged(session);
-    const view = this.finishedView(session, record, result);
-    if (view) this.broadcast({ type: "run", run: view });
+    this.dirtySessions.add(session);
+    this.dirtyRuns.set(record, result);
+    this.schedule();
   }
 
   private finishedView(session: Session, record: RunRecord, result: ExecutionResult): RunView | undefined {
@@ -190,7 +224,8 @@ export class Hub implements SessionsWatcher {
 
   private sessionChanged(session: Session): void {
     if (this.pages.size === 0 || !this.sessions.has(session.id)) return;
-    this.broadcast({ type: "session", session: sessionView(session) });
+    this.dirtySessions.add(session);
+    this.schedule();
   }
 
   /** New artifacts belong to the run their session was running when they appeared. */
@@ -229,4 +264,15 @@ export class Hub implements SessionsWatcher {
     const bytes = encodeEvent(event);
     for (const page of this.pages) page.send(bytes);
   }
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0] as Uint8Array;
+  const out = new Uint8Array(chunks.reduce((sum, chunk) => sum + chunk.length, 0));
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
 }
