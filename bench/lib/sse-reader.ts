@@ -1,6 +1,5 @@
 // A page receiving the viewer's event stream, in a process of its own (as a browser tab would be): it reads
 // everything as it comes; when its stdin closes it prints {"bytes", "events"} and exits.
-export {};
 const [origin, cookie] = process.argv.slice(2) as [string, string];
 const got = { bytes: 0, events: 0 };
 const abort = new AbortController();
@@ -18,3 +17,4 @@ for await (const _ of Bun.stdin.stream()) {
 abort.abort();
 await reading;
 process.stdout.write(`${JSON.stringify(got)}\n`);
+export {};
