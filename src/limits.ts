@@ -296,3 +296,25 @@ export const HTTP_IDLE_SWEEP_MAX_MS = 5_000;
 export const HTTP_GENERATED_TOKEN_BYTES = 32;
 /** An authenticated request body must have arrived whole within this; a slower one gets 408. */
 export const HTTP_BODY_READ_TIMEOUT_MS = 30_000;
+/** Viewer: event streams open at once (pages, tabs); one more is refused with 503. */
+export const VIEWER_STREAMS_MAX = 4;
+/** Viewer: bytes a page may leave unread on its event stream; more and the page is dropped (it reconnects). */
+export const VIEWER_STREAM_BACKLOG_MAX_BYTES = 4_194_304;
+/** Viewer: above this many unread bytes a page is sent no more output (it is told how much it missed). */
+export const VIEWER_STREAM_OUTPUT_SKIP_BYTES = 1_048_576;
+/** Viewer: characters of one run's output sent to pages per stream; beyond them pages are told how many were left out. */
+export const VIEWER_RUN_OUTPUT_MAX_CHARS = 65_536;
+/** Viewer: output waits this long to leave in one event, so a chatty cell costs one event per interval. */
+export const VIEWER_OUTPUT_FLUSH_MS = 50;
+/** Viewer: the part of a cell's source the page shows. */
+export const VIEWER_SOURCE_MAX_BYTES = 16_384;
+/** Viewer: a comment on each idle event stream this often, so proxies and browsers keep it open. */
+export const VIEWER_KEEPALIVE_MS = 15_000;
+/** Viewer: a request body (a cancel) larger than this is refused. */
+export const VIEWER_BODY_MAX_BYTES = 4_096;
+/** Viewer: seconds a connection may stay silent (event streams are exempt). */
+export const VIEWER_IDLE_SECONDS = 30;
+/** Viewer: random bytes in its token (printed as twice as many hex digits). */
+export const VIEWER_TOKEN_BYTES = 32;
+/** Viewer: the largest runtime-directory file `repl-mcp viewer` reads. */
+export const VIEWER_FILE_MAX_BYTES = 8_192;

@@ -12,5 +12,6 @@ if (process.argv[2] === GUARDIAN_FLAG) {
   await runCli({
     serve,
     doctor: async (options) => (await import("./doctor/doctor.ts")).doctor(options),
+    viewer: async (options) => (await import("./viewer/command.ts")).viewerCommand(options),
   });
 }

@@ -52,11 +52,13 @@ export async function serve(options: ServeOptions): Promise<void> {
   const registryError = sessions.defaultBroker.health().configuration_error;
   if (registryError) log.warn(`MCP broker registry: ${registryError}`);
 
+  const closeViewer = options.viewer ? await startViewer(sessions, project, options.http?.host) : undefined;
   let closeHttp: (() => Promise<void>) | undefined;
   let stopping: Promise<never> | undefined;
   const stop = (code: number): Promise<never> => {
     stopping ??= (async () => {
       setTimeout(() => process.exit(code), SHUTDOWN_LIMIT_MS).unref();
+      closeViewer?.();
       await closeHttp?.().catch((error) => log.error("shutdown:", describe(error)));
       await sessions.shutdown().catch((error) => log.error("shutdown:", describe(error)));
       await sessions.journal.persisted().catch((error) => log.error("journal:", describe(error)));
@@ -79,6 +81,21 @@ export async function serve(options: ServeOptions): Promise<void> {
   );
   await served;
   await stop(0);
+}
+
+/** The viewer (--viewer), loaded only then; a refusal ends the process with status 2. */
+async function startViewer(sessions: Sessions, project: string, httpHost: string | undefined) {
+  const { startViewer, ViewerStartError } = await import("./viewer/start.ts");
+  try {
+    const viewer = startViewer(sessions, { project, httpHost });
+    process.stderr.write(`repl-mcp: viewer at ${viewer.url}\n`);
+    return () => viewer.close();
+  } catch (error) {
+    if (!(error instanceof ViewerStartError)) throw error;
+    process.stderr.write(`repl-mcp: error: ${error.message}\n`);
+    await sessions.shutdown().catch(() => undefined);
+    process.exit(2);
+  }
 }
 
 /** Listens until a signal; a refusal (no safe token, port taken) ends the process with status 2. */

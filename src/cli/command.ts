@@ -1,4 +1,4 @@
-// The command line (docs/cli.md). Serving is the default; `doctor` is the one subcommand. Usage
+// The command line (docs/cli.md). Serving is the default; `doctor` and `viewer` are the subcommands. Usage
 // mistakes never reach stdout (an MCP client reads it as JSON-RPC): one line saying what is wrong and
 // one hint go to stderr, and the exit status is 2. Help and the version are asked for, so they go to
 // stdout.
@@ -10,8 +10,8 @@ import { LOG_LEVELS, type LogLevelName } from "../log.ts";
 import { ResultStyleSetting } from "../server/styles/table.ts";
 import { NAME, VERSION } from "../version.ts";
 import { palette } from "./colour.ts";
-import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS } from "./flags.ts";
-import { doctorHelp, serveHelp } from "./help.ts";
+import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS, VIEWER_FLAGS } from "./flags.ts";
+import { doctorHelp, serveHelp, viewerHelp } from "./help.ts";
 import { type HttpOptions, httpOptions } from "./http.ts";
 
 /** Where things are: shared by serving and doctor. */
@@ -32,6 +32,13 @@ export interface ServeOptions extends Placement {
   logLevel: LogLevelName;
   /** Run the authorization-code login for this registry entry, then exit (no MCP server). */
   oauthLogin: string | undefined;
+  /** --viewer (or REPL_MCP_VIEWER=1): serve the live page of sessions and runs. */
+  viewer: boolean;
+}
+
+export interface ViewerOptions {
+  /** Open the newest viewer in the browser instead of listing them. */
+  open: boolean;
 }
 
 export interface DoctorOptions extends Placement {
@@ -42,6 +49,7 @@ export interface DoctorOptions extends Placement {
 export interface Commands {
   serve(options: ServeOptions): Promise<void>;
   doctor(options: DoctorOptions): Promise<number>;
+  viewer(options: ViewerOptions): Promise<number>;
 }
 
 export class UsageError extends Error {}
@@ -73,6 +81,10 @@ function parse(raw: string[], flags: Record<string, Flag>): Record<string, unkno
   const positional = parsed._ as string[] | undefined;
   if (positional?.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
   for (const [name, flag] of Object.entries(flags)) {
+    if (flag.type === "boolean" && flag.env && parsed[name] === undefined) {
+      parsed[name] = envSwitch(flag.env);
+      continue;
+    }
     if (flag.type === "string" && parsed[name] === "") throw new UsageError(`--${name} needs a value`);
     if (flag.type !== "string" || parsed[name] !== undefined) continue;
     if (flag.env && process.env[flag.env]) {
@@ -83,6 +95,14 @@ function parse(raw: string[], flags: Record<string, Flag>): Record<string, unkno
     }
   }
   return parsed;
+}
+
+/** A boolean flag's variable: 1 or true turns it on, 0, false or unset leave it off. */
+function envSwitch(name: string): boolean {
+  const value = (process.env[name] ?? "").trim().toLowerCase();
+  if (value === "1" || value === "true") return true;
+  if (value === "" || value === "0" || value === "false") return false;
+  throw new UsageError(`${name} must be 1 or 0 (got "${process.env[name]}")`);
 }
 
 function placement(parsed: Record<string, unknown>): Placement {
@@ -130,6 +150,7 @@ function serveOptions(raw: string[]): ServeOptions {
     resultStyle: style.output,
     logLevel: level as LogLevelName,
     oauthLogin: parsed["oauth-login"] as string | undefined,
+    viewer: parsed.viewer === true,
   };
 }
 
@@ -157,22 +178,35 @@ function usageFailure(error: UsageError, command: string): never {
   process.exit(2);
 }
 
+const SUBCOMMANDS = {
+  doctor: {
+    help: doctorHelp,
+    run: (commands: Commands, raw: string[]) => commands.doctor(doctorOptions(raw)),
+  },
+  viewer: {
+    help: viewerHelp,
+    run: (commands: Commands, raw: string[]) =>
+      commands.viewer({ open: parse(raw, VIEWER_FLAGS).open === true }),
+  },
+} as const;
+
 export async function runCli(commands: Commands, raw = process.argv.slice(2)): Promise<void> {
-  const isDoctor = raw[0] === "doctor";
-  const rest = isDoctor ? raw.slice(1) : raw;
+  const name = raw[0] === "doctor" || raw[0] === "viewer" ? raw[0] : undefined;
+  const sub = name === undefined ? undefined : SUBCOMMANDS[name];
+  const rest = sub ? raw.slice(1) : raw;
   if (asks(rest, "--help", "-h")) {
-    process.stdout.write(isDoctor ? doctorHelp(process.stdout) : serveHelp(process.stdout));
+    process.stdout.write(sub ? sub.help(process.stdout) : serveHelp(process.stdout));
     return;
   }
-  if (!isDoctor && asks(rest, "--version", "-v")) {
+  if (!sub && asks(rest, "--version", "-v")) {
     process.stdout.write(`${VERSION}\n`);
     return;
   }
   try {
-    if (isDoctor) process.exitCode = await commands.doctor(doctorOptions(rest));
+    if (sub) process.exitCode = await sub.run(commands, rest);
     else await commands.serve(serveOptions(rest));
   } catch (error) {
-    if (error instanceof UsageError) usageFailure(error, isDoctor ? `${NAME} doctor` : NAME);
+    if (error instanceof UsageError) usageFailure(error, name ? `${NAME} ${name}` : NAME);
     process.stderr.write(`${NAME}: error: ${describe(error)}\n`);
     process.exit(1);
   }

@@ -106,6 +106,12 @@ export const SERVE_FLAGS = {
     valueHint: "auto|structured|text",
     env: "REPL_MCP_RESULT_STYLE",
   },
+  viewer: {
+    type: "boolean",
+    description:
+      "Serve a live page of the sessions and runs on 127.0.0.1 (a free port, with a token; the URL goes to stderr)",
+    env: "REPL_MCP_VIEWER",
+  },
   "log-level": {
     type: "string",
     description: `Diagnostics on stderr: ${Object.keys(LOG_LEVELS).join(", ")}`,
@@ -125,16 +131,27 @@ export const DOCTOR_FLAGS = {
   },
 } satisfies Record<string, Flag>;
 
+export const VIEWER_FLAGS = {
+  open: {
+    type: "boolean",
+    description: "Open the newest viewer in the browser (xdg-open, or open on macOS)",
+  },
+} satisfies Record<string, Flag>;
+
 export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["REPL_MCP_PYTHON", "default interpreter, as --python"],
   ["REPL_MCP_NO_BRIDGE=1", "disable the broker (set for workers and stdio peers, so brokers never nest)"],
   ["REPL_MCP_LOG_LEVEL", "default for --log-level"],
   ["REPL_MCP_RESULT_STYLE", "default for --result-style (auto, structured or text)"],
+  ["REPL_MCP_VIEWER=1", "as --viewer (never passed to children)"],
   [
     "REPL_MCP_HTTP_TOKEN",
     "with --transport http: the bearer token, instead of --auth-token-file (never passed to children)",
   ],
-  ["XDG_RUNTIME_DIR", "with --transport http: where a generated token is kept (else the cache directory)"],
+  [
+    "XDG_RUNTIME_DIR",
+    "where a generated HTTP token and the viewers' address files are kept (else the cache directory)",
+  ],
   ["XDG_CACHE_HOME", "the worker's cache directory (default ~/.cache/repl-mcp)"],
   ["HOME", "needed for the user and local registry scopes (~/.claude.json)"],
   ["TMPDIR", "where artifact files are created"],

@@ -2,7 +2,7 @@
 // reads and a client configuration to copy. Built from the flag table, so it cannot fall behind it.
 import { NAME, VERSION } from "../version.ts";
 import { type Palette, palette } from "./colour.ts";
-import { DOCTOR_FLAGS, ENVIRONMENT, type Flag, SERVE_FLAGS } from "./flags.ts";
+import { DOCTOR_FLAGS, ENVIRONMENT, type Flag, SERVE_FLAGS, VIEWER_FLAGS } from "./flags.ts";
 
 function flagLines(flags: Record<string, Flag>, paint: Palette, extra: [string, string][] = []): string[] {
   const rows = Object.entries(flags).map(([name, flag]) => {
@@ -42,6 +42,7 @@ export function serveHelp(stream: { isTTY?: boolean }): string {
     paint.bold("Usage:"),
     `  ${NAME} [options]           serve MCP over stdio (what an MCP client runs)`,
     `  ${NAME} doctor [options]    check this setup: interpreter, registry, credentials, journal`,
+    `  ${NAME} viewer [--open]     list the viewers (--viewer) of your running servers, or open one`,
     `  ${NAME} --version           print the version`,
     "",
     paint.bold("Options:"),
@@ -74,6 +75,23 @@ export function doctorHelp(stream: { isTTY?: boolean }): string {
     "",
     paint.bold("Options:"),
     ...flagLines(DOCTOR_FLAGS, paint),
+    "",
+  ].join("\n");
+}
+
+export function viewerHelp(stream: { isTTY?: boolean }): string {
+  const paint = palette(stream);
+  return [
+    `${paint.bold(`${NAME} viewer`)}: list the viewers of this user's running servers (each started with`,
+    "--viewer or REPL_MCP_VIEWER=1): project, pid, start time and URL, newest last. The URL carries the",
+    "viewer's token: whoever has it can watch and cancel that server's runs.",
+    "Exit status 0 when at least one is listed (or opened), 1 when none is running.",
+    "",
+    paint.bold("Usage:"),
+    `  ${NAME} viewer [options]`,
+    "",
+    paint.bold("Options:"),
+    ...flagLines(VIEWER_FLAGS, paint),
     "",
   ].join("\n");
 }

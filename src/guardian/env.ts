@@ -4,12 +4,15 @@
 /** The bearer token of --transport http, when it comes from the environment. */
 export const HTTP_TOKEN_ENV = "REPL_MCP_HTTP_TOKEN";
 
+/** --viewer, from the environment: a repl-mcp started from a cell must not open a viewer of its own. */
+export const VIEWER_ENV = "REPL_MCP_VIEWER";
+
 /**
  * Secrets the server reads from its own environment. No child inherits them: a worker runs whatever a
  * client sends, a stdio peer is someone else's program, and neither needs the server's credentials.
  * A registry entry that names one in its own `env` still passes it to that peer, on purpose.
  */
-const WITHHELD = new Set([HTTP_TOKEN_ENV]);
+const WITHHELD = new Set([HTTP_TOKEN_ENV, VIEWER_ENV]);
 
 /** The server's environment without the secrets in WITHHELD. */
 export function inheritableEnv(): Record<string, string> {

@@ -10,6 +10,7 @@ import type { Scope } from "../broker/registry.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import { SESSION_CLOSE_WAIT_MS, SESSION_OPENS_MAX, SESSIONS_MAX, SHUTDOWN_RUNS_WAIT_MS } from "../limits.ts";
+import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { probeInterpreter } from "./probe.ts";
 import { Session } from "./session.ts";
@@ -28,6 +29,14 @@ export interface SessionsOptions {
   journal?: Journal;
 }
 
+/** Someone watching every session of the process (the viewer); see Sessions.watch. */
+export interface SessionsWatcher {
+  opened(session: Session): void;
+  closed(session: Session): void;
+  /** Its runs: set as the session's supervisor watcher. */
+  runs(session: Session): RunWatcher;
+}
+
 export class Sessions {
   readonly serverId = crypto.randomUUID();
   private readonly byId = new Map<string, Session>();
@@ -37,6 +46,9 @@ export class Sessions {
   readonly artifacts = new ArtifactStore();
   /** One broker per canonical project (one in all with an explicit --config), with its session count. */
   private readonly brokers = new Map<string, { broker: Broker; sessions: number }>();
+  private watcher: SessionsWatcher | undefined;
+  /** The viewer's address, when one is serving (python_health shows it). */
+  viewerUrl: string | undefined;
 
   constructor(private readonly options: SessionsOptions) {
     this.journal = options.journal ?? new Journal();
@@ -67,7 +79,7 @@ export class Sessions {
       problem: this.options.interpreter.problem,
       maxMemoryMib: this.options.maxMemoryMib,
     });
-    this.byId.set(session.id, session);
+    this.publish(session);
     return session;
   }
 
@@ -124,7 +136,7 @@ export class Sessions {
         probe,
         maxMemoryMib: this.options.maxMemoryMib,
       });
-      this.byId.set(session.id, session);
+      this.publish(session);
       return session;
     } finally {
       this.opening--;
@@ -137,10 +149,30 @@ export class Sessions {
     if (!session) throw new ReplError("SESSION_NOT_FOUND", SESSION_GONE);
     this.byId.delete(sessionId);
     session.markClosed();
+    this.watcher?.closed(session);
     this.artifacts.deleteForSession(session.id);
     await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
     await this.detachBroker(session.project);
     return session;
+  }
+
+  /**
+   * Tells `watcher` of every session, the existing ones first, and of their runs from now on. One watcher
+   * per process; without one, sessions and runs pay nothing for the possibility.
+   */
+  watch(watcher: SessionsWatcher): void {
+    this.watcher = watcher;
+    for (const session of this.byId.values()) {
+      session.supervisor.watcher = watcher.runs(session);
+      watcher.opened(session);
+    }
+  }
+
+  private publish(session: Session): void {
+    this.byId.set(session.id, session);
+    if (!this.watcher) return;
+    session.supervisor.watcher = this.watcher.runs(session);
+    this.watcher.opened(session);
   }
 
   /** The default project's broker: health reports it. */

@@ -55,6 +55,11 @@ export class SessionScope {
     return this.pool.artifacts;
   }
 
+  /** The viewer's URL, when this server runs one. */
+  get viewerUrl(): string | undefined {
+    return this.pool.viewerUrl;
+  }
+
   owns(sessionId: string): boolean {
     return this.owned.has(sessionId);
   }

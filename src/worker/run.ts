@@ -19,8 +19,8 @@ export class ActiveRun {
   private readonly liveBytes = { stdout: 0, stderr: 0 };
   /** The newest output of both streams, kept even after the live buffers are full. */
   private tail = "";
-  /** Told about every piece of output (progress reporting); they must not throw. */
-  readonly outputListeners = new Set<() => void>();
+  /** Told about every piece of output (progress reporting, the viewer); they must not throw. */
+  readonly outputListeners = new Set<(stream: "stdout" | "stderr", text: string) => void>();
   /** Set once; the first reason wins (a timeout racing a cancel reports the timeout). */
   cancelReason: Failure | undefined;
   private readonly controller = new AbortController();
@@ -43,7 +43,7 @@ export class ActiveRun {
 
   appendOutput(stream: "stdout" | "stderr", text: string): void {
     this.tail = tailUtf8(this.tail + text, PROGRESS_TAIL_MAX_BYTES);
-    for (const listener of this.outputListeners) listener();
+    for (const listener of this.outputListeners) listener(stream, text);
     const room = LIVE_STREAM_MAX_BYTES - this.liveBytes[stream];
     if (room <= 0) return;
     const piece = cutUtf8(text, room).text;

@@ -57,6 +57,17 @@ export interface RunRequest {
   onRun?: (run: ActiveRun) => void;
 }
 
+/**
+ * Someone watching a session's runs (the viewer). Unset, a run costs one property check more; set, it is
+ * called synchronously and must neither throw nor block.
+ */
+export interface RunWatcher {
+  /** A recorded run took the slot; its `done` settles once its result is in the history. */
+  started(run: ActiveRun): void;
+  /** A worker started or went away: the generation or the state changed. */
+  changed(): void;
+}
+
 type Outcome =
   | { kind: "result"; result: WorkerResult }
   | { kind: "closed" }
@@ -72,6 +83,7 @@ export class Supervisor {
   python: ReadyFrame | undefined;
   active: ActiveRun | undefined;
   readonly history = new RunHistory();
+  watcher: RunWatcher | undefined;
   private worker: WorkerProcess | undefined;
   /** A worker existed and was lost (crash, kill, fatal cell): the next start is a recovery. */
   private lost = false;
@@ -110,6 +122,7 @@ export class Supervisor {
     if (request.signal?.aborted) onClientCancel();
     else request.signal?.addEventListener("abort", onClientCancel, { once: true });
     run.done = this.finish(run, request, onClientCancel);
+    if (this.watcher && request.record !== false) this.watcher.started(run);
     request.onRun?.(run);
     return run;
   }
@@ -303,7 +316,9 @@ export class Supervisor {
     if (worker.ready.python_executable.startsWith("/")) this.realPython = worker.ready.python_executable;
     void worker.closed.then(() => {
       if (this.worker === worker) this.lost = true;
+      this.watcher?.changed();
     });
+    this.watcher?.changed();
   }
 
   private async discardWorker(): Promise<void> {

@@ -12,12 +12,24 @@ export const pythonHealth = defineTool({
     "session_id), worker generation, interpreter path, runtime, limits and sessions. Never starts Python " +
     "and never connects to other MCP servers.",
   input: v.strictObject({}),
-  output: v.object({ server: SessionMetadata, broker: BrokerHealth, sessions: SessionList }),
+  output: v.object({
+    server: v.object({
+      ...SessionMetadata.entries,
+      /** Only while a viewer serves (--viewer): the page a person can watch the runs on. */
+      viewer_url: v.optional(v.string()),
+    }),
+    broker: BrokerHealth,
+    sessions: SessionList,
+  }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async handle(_args, ctx) {
     const { sessions, maxMemoryMib } = ctx;
+    const viewer = sessions.viewerUrl;
     return {
-      server: sessionMetadata(sessions.default, maxMemoryMib),
+      server: {
+        ...sessionMetadata(sessions.default, maxMemoryMib),
+        ...(viewer === undefined ? {} : { viewer_url: viewer }),
+      },
       // The journal count is this client's, like mcp.journal(): over HTTP the server holds others' too.
       broker: { ...sessions.defaultBroker.health(), journal: sessions.journalRecords },
       sessions: sessionList(sessions, maxMemoryMib),
