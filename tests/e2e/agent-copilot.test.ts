@@ -1,8 +1,10 @@
 // What GitHub Copilot CLI's model is shown of repl-mcp's results: the real client (offline, no GitHub
 // account, isolated HOME) plays the shared SCRIPT against the binary, its model behind a fake OpenAI Chat
-// Completions API on 127.0.0.1 (Copilot's BYOK provider), and the assertions read the requests that model
-// received. They hold whatever the result style is. With REPL_MCP_AGENT_DUMP naming a directory, the test
-// also writes copilot.md there: what the model saw, step by step, verbatim.
+// Completions API on 127.0.0.1 (a BYOK provider whose model is declared vision-capable, as GitHub's catalog
+// declares it for a signed-in user), and the assertions read the requests that model received. They hold
+// whatever the result style is. A second, short run names the provider with the BYOK environment variables
+// alone, where Copilot drops pictures. With REPL_MCP_AGENT_DUMP naming a directory, the test also writes
+// copilot.md there: what the model saw, step by step, verbatim.
 //
 // Copilot CLI is not a devDependency yet: without node_modules/.bin/copilot (or REPL_MCP_COPILOT naming
 // an install) the tests are skipped, saying so.
@@ -93,6 +95,13 @@ describe.skipIf(!installed)("GitHub Copilot CLI plays the scripted session", () 
     expect(loaded).toContain(`${COPILOT_TOOL_PREFIX}execute_python`);
   });
 
+  test("the plot reaches the model as a PNG image, in the user message Copilot adds after the tool message", () => {
+    const images = run.seen.get("plot")?.images ?? [];
+    expect(images.map((image) => image.mimeType)).toEqual(["image/png"]);
+    expect(images[0]?.bytes).toBeGreaterThan(1_000);
+    expect((run.seen.get("plot")?.raw as any[]).map((message) => message.role)).toEqual(["tool", "user"]);
+  });
+
   test("every model request went to the scripted model id, and each tool result came back as a tool message", () => {
     const models = new Set(run.requests.map((request: any) => request.model));
     expect([...models]).toEqual([COPILOT_MODEL]);
@@ -100,6 +109,22 @@ describe.skipIf(!installed)("GitHub Copilot CLI plays the scripted session", () 
       (seen) => (Array.isArray(seen.raw) ? seen.raw[0] : seen.raw)?.role,
     );
     expect(new Set(roles)).toEqual(new Set(["tool"]));
+  });
+});
+
+describe.skipIf(!installed)("GitHub Copilot CLI with only the BYOK environment variables", () => {
+  let short: AgentRun;
+  const steps = SCRIPT.filter((step) => step.name === "health" || step.name === "plot");
+  beforeAll(async () => {
+    short = await runCopilot({ tag, provider: "env", script: steps });
+  }, 120_000);
+
+  test("sends the model no picture: COPILOT_PROVIDER_BASE_URL declares no vision, so the plot is dropped", () => {
+    expect(short.failure).toBeUndefined();
+    expect([...short.seen.keys()]).toEqual(steps.map((step) => step.name));
+    expect(short.seen.get("plot")?.images).toEqual([]);
+    // Copilot had the picture: its own event stream carries it among the results meant for the model.
+    expect(short.answer).toContain('"binaryResultsForLlm":[{"type":"image"');
   });
 });
 
@@ -114,9 +139,12 @@ function report(run: AgentRun): string {
   const lines = [
     "# GitHub Copilot CLI: what the model saw",
     "",
-    `Copilot CLI offline (COPILOT_OFFLINE=true), BYOK provider "openai" with the "completions" wire API at a fake`,
-    `Chat Completions server, model \`${COPILOT_MODEL}\`. Chat Completions has no error flag for a tool message:`,
-    "error is undefined throughout, and only the text can say a call failed.",
+    'Copilot CLI offline (COPILOT_OFFLINE=true), a BYOK provider (COPILOT_PROVIDERS_CONFIG) of type "openai"',
+    `with the "completions" wire API at a fake Chat Completions server, model \`${COPILOT_MODEL}\` declared`,
+    "vision-capable. Chat Completions has no error flag for a tool message: error is undefined throughout,",
+    "and only the text can say a call failed. A picture comes as a user message after the tool message;",
+    "its text part is included in the step's text below. With only COPILOT_PROVIDER_BASE_URL and",
+    "COPILOT_MODEL (no declared vision) Copilot sends no picture at all.",
     "",
   ];
   if (run.failure) lines.push("**The run failed:**", "", fenced(run.failure), "");

@@ -1,15 +1,21 @@
 // GitHub Copilot CLI (`@github/copilot`), driven end to end by the scripted model: `copilot -p` in an
 // isolated HOME, offline (COPILOT_OFFLINE=true: no GitHub login, telemetry, update or GitHub MCP server),
-// its model API pointed at the fake Chat Completions server through the BYOK variables
-// (COPILOT_PROVIDER_BASE_URL with the default "openai" type and "completions" wire API), and repl-mcp
-// configured in ~/.copilot/mcp-config.json behind the stdio recorder. Copilot names an MCP tool
-// `<server>-<tool>` to its model and, for a Claude model, lists MCP tools as deferred behind its
-// `tool_search_tool`, which the scripted model calls first.
+// its model API pointed at the fake Chat Completions server (Copilot's "openai" provider type with the
+// "completions" wire API), and repl-mcp configured in ~/.copilot/mcp-config.json behind the stdio recorder.
+// Copilot names an MCP tool `<server>-<tool>` to its model and, for a Claude model, lists MCP tools as
+// deferred behind its `tool_search_tool`, which the scripted model calls first.
+//
+// Two ways to name the provider, and they differ in what the model gets:
+// - "catalog" (the default): a providers file (COPILOT_PROVIDERS_CONFIG, Copilot's multi-provider BYOK
+//   surface) that declares the model's capabilities, vision included, as the model catalog a signed-in
+//   user gets from GitHub does. Pictures then reach the model, in a user message after the tool message.
+// - "env": only the documented BYOK variables (COPILOT_PROVIDER_BASE_URL, COPILOT_MODEL). Copilot then
+//   knows nothing of the model's vision and sends no picture at all, though its own event stream has it.
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "../harness.ts";
 import { FakeChatCompletions } from "./fake-chat-completions.ts";
-import { SCRIPT, type Seen, SYSTEM_PYTHON } from "./script.ts";
+import { SCRIPT, type Seen, type Step, SYSTEM_PYTHON } from "./script.ts";
 
 /** The pinned devDependency; REPL_MCP_COPILOT names another install of the same CLI. */
 export const COPILOT =
@@ -23,6 +29,8 @@ export const COPILOT_TOOL_PREFIX = `${SERVER}-`;
  */
 export const COPILOT_MODEL = "claude-sonnet-5.5";
 const SEARCH_TOOL = "tool_search_tool";
+/** The provider's name in the providers file; Copilot selects its models as `<provider>/<id>`. */
+const PROVIDER = "scripted";
 const RUN_DEADLINE_MS = 120_000;
 
 export interface AgentRun {
@@ -60,6 +68,31 @@ function transcriptOf(file: string): AgentRun["transcript"] {
     .map(({ from, line }) => ({ from, message: JSON.parse(line) }));
 }
 
+/**
+ * The providers file: the fake as an OpenAI-compatible provider, and the model with the capabilities
+ * Copilot's catalog gives a vision model (the shape of ModelCapabilities in the bundled copilot-sdk's
+ * types.d.ts); the image limits are generous, not the catalog's.
+ */
+function providersFile(file: string, baseUrl: string): string {
+  const capabilities = {
+    supports: { vision: true },
+    limits: {
+      max_context_window_tokens: 200_000,
+      vision: {
+        supported_media_types: ["image/png", "image/jpeg", "image/gif", "image/webp"],
+        max_prompt_images: 20,
+        max_prompt_image_size: 5_000_000,
+      },
+    },
+  };
+  const config = {
+    providers: [{ name: PROVIDER, type: "openai", wireApi: "completions", baseUrl }],
+    models: [{ id: COPILOT_MODEL, provider: PROVIDER, capabilities }],
+  };
+  writeFileSync(file, `${JSON.stringify(config, null, 2)}\n`);
+  return file;
+}
+
 /** A TCP listener that records the first line a client sends and hangs up: where traffic would go. */
 function trapProxy(): { url: string; lines: string[]; stop(): void } {
   const lines: string[] = [];
@@ -82,7 +115,16 @@ function trapProxy(): { url: string; lines: string[]; stop(): void } {
  * workers, all carrying `tag`) is gone and its directory removed when it returns.
  */
 export async function runCopilot(
-  options: { serverArgs?: string[]; env?: Record<string, string>; tag?: string; model?: string } = {},
+  options: {
+    serverArgs?: string[];
+    env?: Record<string, string>;
+    /** Carried by every process of the run (REPL_MCP_TEST_TAG), so a caller can find leftovers. */
+    tag?: string;
+    /** How Copilot is told of the model (see the top of this file). */
+    provider?: "catalog" | "env";
+    /** The steps to play (default: the whole SCRIPT). */
+    script?: Step[];
+  } = {},
 ): Promise<AgentRun> {
   const dir = tempDir("repl-mcp-copilot-");
   const home = join(dir, "home");
@@ -91,8 +133,9 @@ export async function runCopilot(
   const tag = options.tag ?? crypto.randomUUID();
   mkdirSync(join(home, ".copilot"), { recursive: true });
   mkdirSync(project);
+  const script = options.script ?? SCRIPT;
   const fake = new FakeChatCompletions({
-    script: SCRIPT,
+    script,
     toolName: (tool) => COPILOT_TOOL_PREFIX + tool,
     search: { tool: SEARCH_TOOL, args: { pattern: `^${COPILOT_TOOL_PREFIX}`, limit: 20 } },
   });
@@ -141,8 +184,12 @@ export async function runCopilot(
           COPILOT_PKG_CACHE_HOME: join(dir, "pkg"),
           COPILOT_OFFLINE: "true",
           COPILOT_AUTO_UPDATE: "false",
-          COPILOT_PROVIDER_BASE_URL: fake.baseUrl,
-          COPILOT_MODEL: options.model ?? COPILOT_MODEL,
+          ...(options.provider === "env"
+            ? { COPILOT_PROVIDER_BASE_URL: fake.baseUrl, COPILOT_MODEL }
+            : {
+                COPILOT_PROVIDERS_CONFIG: providersFile(join(dir, "providers.json"), fake.baseUrl),
+                COPILOT_MODEL: `${PROVIDER}/${COPILOT_MODEL}`,
+              }),
           NO_COLOR: "1",
           HTTP_PROXY: trap.url,
           HTTPS_PROXY: trap.url,
@@ -167,7 +214,7 @@ export async function runCopilot(
     const problems = [...fake.problems];
     if (late) problems.push(`copilot did not finish within ${RUN_DEADLINE_MS} ms`);
     if (exitCode !== 0) problems.push(`copilot exited ${exitCode} (signal ${spawned.signalCode ?? "none"})`);
-    const missing = SCRIPT.filter((step) => !fake.seen.has(step.name)).map((step) => step.name);
+    const missing = script.filter((step) => !fake.seen.has(step.name)).map((step) => step.name);
     if (missing.length > 0) problems.push(`the model never saw a result for ${missing.join(", ")}`);
     return {
       seen: new Map(fake.seen),
