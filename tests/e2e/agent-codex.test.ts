@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { LONG_TEXT_CHARS, PICTURE, SHAPES } from "../fixtures/peers/result-shapes.ts";
 import { type CodexRun, MODEL, runCodex, runCodexSession, SERVER_NAME } from "../support/agents/codex.ts";
+import { modelViewTests } from "../support/agents/expectations.ts";
 import { FINAL_ANSWER } from "../support/agents/fake-openai.ts";
 import { SCRIPT, type Step, SYSTEM_PYTHON } from "../support/agents/script.ts";
 import { BINARY, taggedPids, waitFor } from "../support/harness.ts";
@@ -125,6 +126,15 @@ describe(`Codex CLI (${MODEL}) through the scripted session`, () => {
   test("Codex puts its own wall-time header before every tool result the model reads", () => {
     for (const step of SCRIPT)
       expect(run.seen.get(step.name)?.text ?? "").toMatch(/^Wall time: \d+(\.\d+)? seconds\nOutput:\n/);
+  });
+});
+
+describe("what Codex's model sees of repl-mcp (the text style)", () => {
+  // The wall-time header is Codex's own; Codex's Responses items carry no error flag, so the text says it.
+  modelViewTests(() => run, {
+    wrapper: /^Wall time: \d+(\.\d+)? seconds\nOutput:\n/,
+    errorFlag: false,
+    modern: false,
   });
 });
 
@@ -268,7 +278,7 @@ describe("Codex's own defaults for exec (read-only sandbox, no approvals, no def
   test("a tool annotated read-only runs; execute_python, annotated destructive, is refused before it reaches the server", () => {
     const text = (name: string) =>
       defaults.seen.get(name)?.text.replace(WALL_TIME, "").replace(/^\n/, "") ?? "";
-    expect(text("health")).toStartWith("{");
+    expect(text("health")).toStartWith("repl-mcp ");
     expect(text("cell")).toBe(REFUSED);
     expect(text("poll")).not.toBe(REFUSED);
     const called = defaults.transcript

@@ -18,6 +18,7 @@ import {
   COPILOT_TOOL_PREFIX,
   runCopilot,
 } from "../support/agents/copilot.ts";
+import { modelViewTests } from "../support/agents/expectations.ts";
 import { SCRIPT } from "../support/agents/script.ts";
 import { taggedPids, waitFor } from "../support/harness.ts";
 
@@ -111,6 +112,12 @@ describe.skipIf(!installed)("GitHub Copilot CLI plays the scripted session", () 
     );
     expect(new Set(roles)).toEqual(new Set(["tool"]));
   });
+});
+
+describe.skipIf(!installed)("what Copilot's model sees of repl-mcp (the text style)", () => {
+  // Chat Completions has no error flag for a tool message: the text says it. Copilot prefixes a failed
+  // call's text with the server's name, its own words.
+  modelViewTests(() => run, { wrapper: /^MCP server 'repl': /, errorFlag: false, modern: true });
 });
 
 describe.skipIf(!installed)("GitHub Copilot CLI with only the BYOK environment variables", () => {

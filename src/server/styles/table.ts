@@ -44,6 +44,7 @@ export const STYLE_TABLE: readonly Row[] = [
     picturesWhenFailed: true,
     test: "tests/e2e/agent-codex.test.ts",
   },
+  { client: "copilot-cli", shape: "text", picturesWhenFailed: true, test: "tests/e2e/agent-copilot.test.ts" },
   {
     client: "gemini-cli-mcp-client",
     shape: "text",
