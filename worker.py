@@ -2914,8 +2914,8 @@ class _Mcp:
 # subscript forms mcp["name"] and mcp.files["tool-name"] take the exact names.
 # =====================================================================================================
 TOOL_SUMMARY_SENTENCES = 2           # a description in source(): its first sentences ...
-TOOL_SUMMARY_MAX_CHARS = 200         # ... at most this long
-TOOL_FIELD_NOTE_MAX_CHARS = 90       # a parameter's or field's description in source(): one sentence, cut
+TOOL_SUMMARY_MAX_CHARS = 120         # ... while they fit in this many characters
+TOOL_FIELD_NOTE_MAX_CHARS = 60       # a parameter's or field's description in source(): one sentence, cut
 TOOL_HELP_MAX_CHARS = 4_000          # a description in help()
 TOOL_SCHEMA_MAX_DEPTH = 16           # deeper schemas are typed Any and left to the broker's check
 TOOL_CHECK_MAX_NODES = 10_000        # values checked per call here; the broker checks the rest
@@ -2987,24 +2987,29 @@ def _camel(hint):
 def _singular(hint):
     if hint.endswith("ies") and len(hint) > 3:
         return hint[:-3] + "y"
+    if hint.endswith(("ches", "shes", "sses", "xes")):
+        return hint[:-2]
     if hint.endswith("s") and not hint.endswith("ss") and len(hint) > 1:
         return hint[:-1]
     return hint + "_item"
 
 
 def _summary(text, sentences, limit):
-    """The first sentences of a description, on one line, at most `limit` characters."""
+    """A description on one line: its first sentence, and the next ones up to `sentences` while they fit
+    in `limit` characters (a first sentence longer than that is cut at a word)."""
     if type(text) is not str:
         return ""
     words = " ".join(text.split())
     end = 0
-    for _ in range(sentences):
+    for number in range(sentences):
         found = min((i for i in (words.find(". ", end), words.find("? ", end), words.find("! ", end)) if i >= 0), default=-1)
-        if found < 0:
-            end = len(words)
+        following = len(words) if found < 0 else found + 1
+        if number and following > limit:
             break
-        end = found + 1
-    words = words[:end] if end else words
+        end = following
+        if found < 0:
+            break
+    words = words[:end]
     if len(words) > limit:
         words = words[: limit - 3].rsplit(" ", 1)[0] + "..."
     return words
@@ -3274,14 +3279,9 @@ class _ToolSpec:
         head = "def %s(%s) -> %s:" % (self.py, self._arguments_text(), self.returns[0])
         if self.py != self.name:
             head = "# %s\n%s" % (json.dumps(self.name), head)
-        doc = [_summary(self.definition.get("description"), TOOL_SUMMARY_SENTENCES, TOOL_SUMMARY_MAX_CHARS)]
-        for p in self.params:
-            if p.note:
-                doc.append("%s: %s" % (self._spelled(p), p.note))
-        body = "\n    ".join(_docstring_safe(line) for line in doc if line)
-        if len(doc) > 1:
-            body += "\n    "
-        return '%s\n    """%s"""' % (head, body or "...")
+        # Parameter descriptions are left to help(): the signature says what a call needs.
+        summary = _summary(self.definition.get("description"), TOOL_SUMMARY_SENTENCES, TOOL_SUMMARY_MAX_CHARS)
+        return '%s\n    """%s"""' % (head, _docstring_safe(summary) or "...")
 
 
 def _docstring_safe(text):
@@ -3514,13 +3514,12 @@ class _ServerTools:
         here = "mcp." + self.server_py if self.server_py == self.server else "mcp[%s]" % json.dumps(self.server)
         typing_names = sorted(self.types.uses)
         head = [
-            "# %s: %d tools. Call %s.<tool>(...) or await %s.<tool>.acall(...); keyword arguments only."
-            % (here, len(self.definitions), here, here),
-            "# Returns structuredContent, else the text, else the whole result; a failed tool raises McpToolError.",
+            "# %s: %d tools. Call %s.<tool>(...) or await %s.<tool>.acall(...)." % (here, len(self.definitions), here, here),
+            "# They return structuredContent, else the text, else the whole result; failures raise McpToolError.",
         ]
         if typing_names:
             head.append("from typing import %s" % ", ".join(typing_names))
-        return "\n".join(head) + "\n\n" + "\n\n".join(self.types.stubs + stubs) + "\n"
+        return "\n".join(head) + "\n\n" + "\n".join(self.types.stubs + stubs) + "\n"
 
 
 class _ServerHandle:
