@@ -254,7 +254,8 @@ for (const transport of ["stdio", "http"] as const) {
           " inspect.iscoroutinefunction(t.read_file.acall), doc, dir(t)]",
         ].join("\n"),
       )) as [string, string, string, string, string, boolean, string, string[]];
-      const readFile = "(*, path: str, head: int | None = None, encoding: Literal['utf-8', 'latin-1'] = 'utf-8') -> str | dict";
+      const readFile =
+        "(*, path: str, head: int | None = None, encoding: Literal['utf-8', 'latin-1'] = 'utf-8') -> str | dict";
       expect(out.slice(0, 6)).toEqual([
         readFile,
         readFile,
@@ -286,7 +287,7 @@ for (const transport of ["stdio", "http"] as const) {
       expect(out[7]).toEqual(expected);
       // help() itself prints the same text.
       const printed = await harness.run("help(mcp.typed.move_file)");
-      expect(printed.stdout).toContain("from_ (sent as \"from\"): str (required) - Current path.");
+      expect(printed.stdout).toContain('from_ (sent as "from"): str (required) - Current path.');
     });
 
     test("bad arguments raise TypeError naming the parameter, before anything is sent or journaled", async () => {
@@ -298,15 +299,27 @@ for (const transport of ["stdio", "http"] as const) {
           "mcp.typed.read_file() got an unexpected keyword argument 'lines'; its parameters: path, head, encoding",
         ],
         ["mcp.typed.read_file(path=3)", "mcp.typed.read_file() argument 'path' must be str, not int"],
-        ["mcp.typed.read_file(path='a', head=True)", "mcp.typed.read_file() argument 'head' must be int, not bool"],
+        [
+          "mcp.typed.read_file(path='a', head=True)",
+          "mcp.typed.read_file() argument 'head' must be int, not bool",
+        ],
         [
           "mcp.typed.read_file('a')",
           "mcp.typed.read_file() takes keyword arguments only (got 1 positional); call it as mcp.typed.read_file(path=..., head=..., encoding=...)",
         ],
         ["mcp.typed.annotate(id=1)", "mcp.typed.annotate() missing required keyword argument: 'note'"],
-        ["mcp.typed.batch(operations=[{'op': 'add'}])", `mcp.typed.batch() argument 'operations[0]' is missing the required key "path"`],
-        ["await mcp.typed.read_file.acall(path=b'a')", "mcp.typed.read_file() argument 'path' is of type bytes, which has no JSON form"],
-        ["mcp.typed.read_file(path={1, 2})", "mcp.typed.read_file() argument 'path' is of type set, which has no JSON form"],
+        [
+          "mcp.typed.batch(operations=[{'op': 'add'}])",
+          `mcp.typed.batch() argument 'operations[0]' is missing the required key "path"`,
+        ],
+        [
+          "await mcp.typed.read_file.acall(path=b'a')",
+          "mcp.typed.read_file() argument 'path' is of type bytes, which has no JSON form",
+        ],
+        [
+          "mcp.typed.read_file(path={1, 2})",
+          "mcp.typed.read_file() argument 'path' is of type set, which has no JSON form",
+        ],
       ];
       for (const [expression, message] of cases) {
         expect(await raised(harness, expression)).toEqual(["TypeError", message]);
@@ -314,9 +327,12 @@ for (const transport of ["stdio", "http"] as const) {
       expect(await value(harness, "mcp.journal()")).toEqual([]);
       expect(lines(callLog)).toEqual([]);
       // None leaves an optional parameter out; a parameter whose schema takes null sends it.
-      expect(await value(harness, "[mcp.typed.read_file(path='a', head=None), mcp.typed.annotate(id=1, note=None)]")).toEqual(
-        ["contents of a\nline 2\nline 3", "cleared"],
-      );
+      expect(
+        await value(
+          harness,
+          "[mcp.typed.read_file(path='a', head=None), mcp.typed.annotate(id=1, note=None)]",
+        ),
+      ).toEqual(["contents of a\nline 2\nline 3", "cleared"]);
       expect(lines(callLog).map((line) => line.arguments)).toEqual([{ path: "a" }, { id: 1, note: null }]);
     });
 
@@ -423,7 +439,9 @@ describe("stubs", () => {
     expect(source).toContain("class Filter(TypedDict, total=False):");
     expect(source).toContain("    size: Size");
     expect(source).toContain('# "get-file"\ndef get_file(*, id: str) -> str | dict:');
-    expect(source).toContain("def search(*, query: str, filter: Filter | None = None, limit: int = 20) -> SearchResult:");
+    expect(source).toContain(
+      "def search(*, query: str, filter: Filter | None = None, limit: int = 20) -> SearchResult:",
+    );
     expect(all).toContain("# mcp.typed: 19 tools.");
     expect(all).toContain('# mcp["my-typed"]: 2 tools.');
   });
@@ -462,7 +480,9 @@ describe("server-memory from npm", () => {
       `mcp.memory.create_entities() argument 'entities[0]' is missing the required key "observations"`,
     );
     expect(out[4] / out[5]).toBeLessThanOrEqual(1 / 3);
-    expect(out[6]).toContain('Relation = TypedDict("Relation", {"from": str, "to": str, "relationType": str})');
+    expect(out[6]).toContain(
+      'Relation = TypedDict("Relation", {"from": str, "to": str, "relationType": str})',
+    );
     expect(out[7]).toBe(3);
   });
 });
