@@ -2848,7 +2848,8 @@ class _Mcp:
         return _text_blocks(envelope)
 
     def refresh(self):
-        """Re-read the registry now; returns the broker's health."""
+        """Re-read the registry now (and forget the tool functions built from it); returns the broker's health."""
+        _TOOL_CATALOGUES.clear()
         return _BRIDGE.request("refresh", {}, BRIDGE_OPS_WAIT)
 
     def journal(self):
@@ -2867,6 +2868,769 @@ class _Mcp:
 
     def __repr__(self):
         return "<mcp broker helper: mcp.help() lists servers>"
+
+    # Tools as code (see that section below): mcp.<server>.<tool>(...) and mcp["<server>"]["<tool>"](...).
+    ToolError = ToolError
+    McpToolError = None  # set below, once the class exists
+
+    def source(self):
+        """Python stubs of every allowed server's tools (see mcp.<server>.source())."""
+        return _all_sources()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)  # protocols (copy, pickle, ...) probe these: never an RPC for them
+        server = _TOOL_CATALOGUES.server_table().get(name)
+        if server is None:
+            raise AttributeError("mcp has no allowed server %r; dir(mcp) lists them (mcp[\"name\"] takes the exact name)" % (name,))
+        return _TOOL_CATALOGUES.handle(server)
+
+    def __getitem__(self, server):
+        _check_server(server)
+        if server not in _TOOL_CATALOGUES.server_names():
+            raise KeyError("mcp has no allowed server %r; mcp.servers() lists them" % (server,))
+        return _TOOL_CATALOGUES.handle(server)
+
+    def __dir__(self):
+        names = set(_MCP_OWN_NAMES)
+        try:
+            names.update(_TOOL_CATALOGUES.server_table())
+        except (ToolError, RuntimeError):
+            pass  # a broken registry or a call outside a cell: the helper's own names only
+        return sorted(names)
+
+
+# =====================================================================================================
+# Tools as code (mcp.<server>.<tool>)
+#
+# Every allowed tool is also a Python function, `mcp.files.read_file(path=...)`, built from its
+# definition: a keyword-only signature typed from the inputSchema, a docstring, and `source()` stubs
+# short enough to read instead of the JSON. A call checks its arguments here first (a TypeError naming
+# the parameter, before anything is sent or journaled), then takes exactly mcp.call's path: the same
+# "call" request, so the broker's allowlist, schema check, journal, deadline, cancellation and
+# never-retry rules all apply. The server and tool lists are fetched on first use and kept for as long
+# as the broker's registry generation stays the same; that is asked at most once per cell, and
+# mcp.refresh() drops everything. Names that are not Python identifiers are mapped (_python_name); the
+# subscript forms mcp["name"] and mcp.files["tool-name"] take the exact names.
+# =====================================================================================================
+TOOL_SUMMARY_SENTENCES = 2           # a description in source(): its first sentences ...
+TOOL_SUMMARY_MAX_CHARS = 120         # ... while they fit in this many characters
+TOOL_FIELD_NOTE_MAX_CHARS = 60       # a parameter's or field's description in source(): one sentence, cut
+TOOL_HELP_MAX_CHARS = 4_000          # a description in help()
+TOOL_SCHEMA_MAX_DEPTH = 16           # deeper schemas are typed Any and left to the broker's check
+TOOL_CHECK_MAX_NODES = 10_000        # values checked per call here; the broker checks the rest
+TOOL_ENUM_MAX_ITEMS = 64             # a longer enum is typed by its JSON type, not as a Literal
+_SERVER_OWN_NAMES = ("source",)
+
+_NO_DEFAULT = object()  # a required parameter's default
+_JSON_PY_NAMES = {
+    "string": "str", "integer": "int", "number": "float", "boolean": "bool", "array": "list",
+    "object": "dict", "null": "None",
+}
+
+
+class McpToolError(ToolError):
+    """A tool called as mcp.<server>.<tool>() answered isError: true.
+
+    `.text` is its text blocks joined, `.envelope` (also `.result`) its complete CallToolResult and
+    `.journal_id` the id of its record in mcp.journal().
+    """
+
+    def __init__(self, message, envelope, text, journal_id):
+        super().__init__(message, envelope)
+        self.envelope = envelope
+        self.text = text
+        self.journal_id = journal_id
+
+
+_Mcp.McpToolError = McpToolError
+_MCP_OWN_NAMES = frozenset(name for name in dir(_Mcp) if not name.startswith("_"))
+
+
+def _python_name(name, reserved):
+    """The attribute a server, tool or parameter name gets: itself when it is an ASCII identifier;
+    otherwise every other character becomes `_` and a leading digit gets a `_` in front. A keyword or
+    a name the helper uses itself gets a `_` appended (class -> class_, source -> source_)."""
+    import keyword
+
+    py = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)
+    if py[:1].isdigit():
+        py = "_" + py
+    if keyword.iskeyword(py) or py in reserved:
+        py += "_"
+    return py
+
+
+def _name_table(names, reserved):
+    """{python name: name}. A Python name two names would share goes to the one spelled that way
+    already, else to neither; names beginning with `__` get none. Those are reached by subscript only."""
+    wanted = {}
+    for name in names:
+        wanted.setdefault(_python_name(name, reserved), []).append(name)
+    table = {}
+    for py, owners in wanted.items():
+        if py.startswith("__"):
+            continue
+        if len(owners) == 1:
+            table[py] = owners[0]
+        elif py in owners:
+            table[py] = py
+    return table
+
+
+def _camel(hint):
+    words = "".join(c if c.isascii() and c.isalnum() else " " for c in hint).split()
+    name = "".join(word[:1].upper() + word[1:] for word in words)
+    return name if name[:1].isalpha() else "T" + name
+
+
+def _singular(hint):
+    if hint.endswith("ies") and len(hint) > 3:
+        return hint[:-3] + "y"
+    if hint.endswith(("ches", "shes", "sses", "xes")):
+        return hint[:-2]
+    if hint.endswith("s") and not hint.endswith("ss") and len(hint) > 1:
+        return hint[:-1]
+    return hint + "_item"
+
+
+def _summary(text, sentences, limit):
+    """A description on one line: its first sentence, and the next ones up to `sentences` while they fit
+    in `limit` characters (a first sentence longer than that is cut at a word)."""
+    if type(text) is not str:
+        return ""
+    words = " ".join(text.split())
+    end = 0
+    for number in range(sentences):
+        found = min((i for i in (words.find(". ", end), words.find("? ", end), words.find("! ", end)) if i >= 0), default=-1)
+        following = len(words) if found < 0 else found + 1
+        if number and following > limit:
+            break
+        end = following
+        if found < 0:
+            break
+    words = words[:end]
+    if len(words) > limit:
+        words = words[: limit - 3].rsplit(" ", 1)[0] + "..."
+    return words
+
+
+def _resolve_ref(root, ref):
+    """A local `#/...` reference inside the tool's own schema, or None."""
+    if not ref.startswith("#"):
+        return None
+    node = root
+    for part in ref[1:].split("/")[1:] if ref != "#" else []:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if type(node) is not dict or part not in node:
+            return None
+        node = node[part]
+    return node if type(node) is dict else None
+
+
+def _union(annotations):
+    """(text, runtime) of a union of (text, runtime) pairs, duplicates removed."""
+    import functools
+    import operator
+    import typing
+
+    seen = {}
+    for text, runtime in annotations:
+        if text == "Any":
+            return "Any", typing.Any
+        seen.setdefault(text, runtime)
+    if len(seen) == 1:
+        return next(iter(seen.items()))
+    try:
+        runtime = functools.reduce(operator.or_, seen.values())
+    except TypeError:
+        runtime = typing.Union[tuple(seen.values())]
+    return " | ".join(seen), runtime
+
+
+def _literal(values):
+    import typing
+
+    return "Literal[%s]" % ", ".join(repr(v) for v in values), typing.Literal[tuple(values)]
+
+
+class _Types:
+    """Python types for one server's schemas: the annotation text of the stubs and the objects of the
+    signatures, built together. Object schemas become TypedDicts, shared by every tool of the server
+    that has an object of the same fields."""
+
+    def __init__(self, module):
+        self.module = module
+        self.by_shape = {}
+        self.taken = set()
+        self.stubs = []
+        self.uses = set()
+
+    def of(self, schema, hint, root, depth=0):
+        import typing
+
+        if schema is True or schema == {} or type(schema) is not dict or depth > TOOL_SCHEMA_MAX_DEPTH:
+            self.uses.add("Any")
+            return "Any", typing.Any
+        ref = schema.get("$ref")
+        if type(ref) is str:
+            target = _resolve_ref(root, ref)
+            if target is None:
+                self.uses.add("Any")
+                return "Any", typing.Any
+            return self.of(target, ref.rsplit("/", 1)[-1] or hint, root, depth + 1)
+        if "const" in schema and _literal_value(schema["const"]):
+            self.uses.add("Literal")
+            return _literal([schema["const"]])
+        enum = schema.get("enum")
+        if type(enum) is list and 0 < len(enum) <= TOOL_ENUM_MAX_ITEMS and all(_literal_value(v) for v in enum):
+            self.uses.add("Literal")
+            return _literal(enum)
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if type(branches) is list and branches:
+                return _union([self.of(branch, hint, root, depth + 1) for branch in branches])
+        kind = schema.get("type")
+        if type(kind) is list and kind and all(type(k) is str for k in kind):
+            return _union([self.of(dict(schema, type=k), hint, root, depth + 1) for k in kind])
+        if kind is None and type(schema.get("properties")) is dict:
+            kind = "object"
+        simple = {"string": str, "integer": int, "number": float, "boolean": bool, "null": None}
+        if kind in simple:
+            return _JSON_PY_NAMES[kind], simple[kind]
+        if kind == "array":
+            items = schema.get("items")
+            if type(items) is not dict:
+                return "list", list
+            text, runtime = self.of(items, _singular(hint), root, depth + 1)
+            return "list[%s]" % text, list[runtime]
+        if kind == "object":
+            properties = schema.get("properties")
+            if type(properties) is dict and properties:
+                return self._typed_dict(schema, properties, hint, root, depth)
+            extra = schema.get("additionalProperties")
+            if type(extra) is dict and extra:
+                text, runtime = self.of(extra, _singular(hint), root, depth + 1)
+                return "dict[str, %s]" % text, dict[str, runtime]
+            return "dict", dict
+        self.uses.add("Any")
+        return "Any", typing.Any
+
+    def _typed_dict(self, schema, properties, hint, root, depth):
+        import typing
+
+        required = schema.get("required")
+        required = set(required) if type(required) is list else set()
+        fields = []
+        for key, sub in properties.items():
+            text, runtime = self.of(sub, key, root, depth + 1)
+            note = _summary(sub.get("description") if type(sub) is dict else None, 1, TOOL_FIELD_NOTE_MAX_CHARS)
+            fields.append((key, text, runtime, key in required, note))
+        shape = tuple((key, text, need) for key, text, _, need, _ in fields)
+        known = self.by_shape.get(shape)
+        if known is not None:
+            return known
+        name = base = _camel(hint)
+        number = 2
+        while name in self.taken:
+            name = "%s%d" % (base, number)
+            number += 1
+        self.taken.add(name)
+        every, none = all(f[3] for f in fields), not any(f[3] for f in fields)
+        mixed = not every and not none
+        not_required = getattr(typing, "NotRequired", None) if mixed else None
+        members = {
+            key: (not_required[runtime] if not_required is not None and not need else runtime)
+            for key, _, runtime, need, _ in fields
+        }
+        runtime = typing.TypedDict(name, members, total=every or not_required is not None)
+        runtime.__module__ = self.module
+        self.uses.add("TypedDict")
+        if mixed:
+            self.uses.add("NotRequired")
+        total = "" if every or mixed else ", total=False"
+        wrap = lambda text, need: "NotRequired[%s]" % text if mixed and not need else text  # noqa: E731
+        if all(key.isascii() and key.isidentifier() and not _is_keyword(key) for key, *_ in fields):
+            lines = ["class %s(TypedDict%s):" % (name, total)]
+            for key, text, _, need, note in fields:
+                line = "    %s: %s" % (key, wrap(text, need))
+                lines.append(line + ("  # " + note if note else ""))
+        else:
+            members_text = ", ".join("%s: %s" % (json.dumps(key), wrap(text, need)) for key, text, _, need, _ in fields)
+            lines = ["%s = TypedDict(%s, {%s}%s)" % (name, json.dumps(name), members_text, total)]
+        self.stubs.append("\n".join(lines))
+        self.by_shape[shape] = (name, runtime)
+        return name, runtime
+
+
+def _is_keyword(name):
+    import keyword
+
+    return keyword.iskeyword(name)
+
+
+def _literal_value(value):
+    return value is None or type(value) in (str, int, bool)
+
+
+class _Param:
+    __slots__ = ("name", "py", "schema", "required", "default", "nullable", "text", "runtime", "note")
+
+
+class _ToolSpec:
+    """What one tool function knows: names, parameters, types, docstring and stub."""
+
+    def __init__(self, server, server_py, py, definition, types):
+        import inspect
+
+        self.server, self.server_py, self.py = server, server_py, py
+        self.name = definition.get("name")
+        self.definition = definition
+        self.label = "mcp.%s.%s" % (server_py, py)
+        schema = definition.get("inputSchema")
+        self.root = schema if type(schema) is dict else {}
+        properties = self.root.get("properties")
+        properties = properties if type(properties) is dict else {}
+        required = self.root.get("required")
+        required = set(required) if type(required) is list else set()
+        extra = self.root.get("additionalProperties")
+        self.extra = extra if extra is True or (type(extra) is dict and extra) else None
+        table = _name_table(list(properties), ())
+        by_name = {name: py_name for py_name, name in table.items()}
+        self.params, self.by_key = [], {}
+        for key, sub in properties.items():
+            param = _Param()
+            param.name, param.py, param.schema = key, by_name.get(key), sub if type(sub) is dict else {}
+            param.required = key in required
+            param.text, param.runtime = types.of(sub, key, self.root)
+            param.nullable = _accepts_null(param.schema)
+            param.default = _NO_DEFAULT
+            if not param.required:
+                if "default" in param.schema and _json_default(param.schema["default"]):
+                    param.default = param.schema["default"]
+                else:
+                    param.default = None
+                    param.text, param.runtime = _union([(param.text, param.runtime), ("None", None)])
+            param.note = _summary(param.schema.get("description"), 1, TOOL_FIELD_NOTE_MAX_CHARS)
+            self.params.append(param)
+            self.by_key[key] = param
+            if param.py is not None:
+                self.by_key.setdefault(param.py, param)
+        output = definition.get("outputSchema")
+        if type(output) is dict and type(output.get("properties")) is dict and output["properties"]:
+            self.returns = types.of(output, "%s_result" % py, output)
+        elif type(output) is dict:
+            self.returns = ("dict", dict)
+        else:
+            self.returns = _union([("str", str), ("dict", dict)])
+        empty = inspect.Parameter.empty
+        parameters = [
+            inspect.Parameter(
+                p.py,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=empty if p.default is _NO_DEFAULT else p.default,
+                annotation=p.runtime,
+            )
+            for p in self.params
+            if p.py is not None
+        ]
+        self.rest = _python_name("other", {p.py for p in self.params}) if self.extra is not None else None
+        if self.rest is not None:
+            parameters.append(inspect.Parameter(self.rest, inspect.Parameter.VAR_KEYWORD))
+        self.signature = inspect.Signature(parameters, return_annotation=self.returns[1])
+        self.doc = self._doc()
+
+    def _arguments_text(self):
+        parts = []
+        for p in self.params:
+            if p.py is None:
+                continue
+            if p.default is _NO_DEFAULT:
+                parts.append("%s: %s" % (p.py, p.text))
+            else:
+                parts.append("%s: %s = %r" % (p.py, p.text, p.default))
+        if self.rest is not None:
+            parts.append("**" + self.rest)
+        return "*, " + ", ".join(parts) if parts else ""
+
+    def _spelled(self, p):
+        return p.py if p.py == p.name else "%s (sent as %s)" % (p.py or "-", json.dumps(p.name))
+
+    def _doc(self):
+        description = self.definition.get("description")
+        description = description.strip()[:TOOL_HELP_MAX_CHARS] if type(description) is str else ""
+        lines = [description or "(no description)", ""]
+        if self.params:
+            lines.append("Parameters:")
+        for p in self.params:
+            default = " (required)" if p.default is _NO_DEFAULT else " = %r" % (p.default,)
+            lines.append("  %s: %s%s%s" % (self._spelled(p), p.text, default, " - " + p.note if p.note else ""))
+        if self.rest is not None:
+            lines.append("  **%s: any further arguments the schema allows" % self.rest)
+        lines += [
+            "",
+            "Returns the tool's structuredContent, else its text when the result is text only, else the whole "
+            "result; a failed tool raises mcp.McpToolError. Tool %s of server %s, through mcp.call's path; "
+            "`await %s.acall(...)` is the coroutine form." % (json.dumps(self.name), json.dumps(self.server), self.label),
+        ]
+        return "\n".join(lines)
+
+    def stub(self):
+        head = "def %s(%s) -> %s:" % (self.py, self._arguments_text(), self.returns[0])
+        if self.py != self.name:
+            head = "# %s\n%s" % (json.dumps(self.name), head)
+        # Parameter descriptions are left to help(): the signature says what a call needs.
+        summary = _summary(self.definition.get("description"), TOOL_SUMMARY_SENTENCES, TOOL_SUMMARY_MAX_CHARS)
+        return '%s\n    """%s"""' % (head, _docstring_safe(summary) or "...")
+
+
+def _docstring_safe(text):
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+
+
+def _json_default(value):
+    return value is None or type(value) in (str, int, float, bool) or (type(value) in (list, dict) and len(json.dumps(value)) <= 200)
+
+
+class _ArgumentProblem(Exception):
+    def __init__(self, path, message):
+        super().__init__(path, message)
+        self.path, self.message = path, message
+
+
+def _json_kind(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return None
+
+
+def _kind_fits(kind, value, wanted):
+    if wanted == "integer":
+        return kind == "integer" or (kind == "number" and value.is_integer())
+    if wanted == "number":
+        return kind == "integer" or (kind == "number" and math.isfinite(value))
+    if wanted in _JSON_PY_NAMES:
+        return kind == wanted
+    return True  # a type this check does not know is the broker's to judge
+
+
+def _check_value(schema, value, path, root, depth, budget):
+    """Raises _ArgumentProblem when `value` cannot satisfy `schema` by its JSON types, enums, required
+    and closed object keys. What it does not understand it lets through: the broker validates fully."""
+    if type(schema) is not dict or depth > TOOL_SCHEMA_MAX_DEPTH or budget[0] <= 0:
+        return
+    budget[0] -= 1
+    ref = schema.get("$ref")
+    if type(ref) is str:
+        target = _resolve_ref(root, ref)
+        if target is not None:
+            _check_value(target, value, path, root, depth + 1, budget)
+        return
+    kind = _json_kind(value)
+    if kind is None:
+        raise _ArgumentProblem(path, "is of type %s, which has no JSON form" % _type_name(type(value)))
+    if kind == "number" and not math.isfinite(value):
+        raise _ArgumentProblem(path, "must be a finite number")
+    wanted = schema.get("type")
+    wanted = [wanted] if type(wanted) is str else wanted
+    if type(wanted) is list and wanted and all(type(w) is str for w in wanted):
+        if not any(_kind_fits(kind, value, w) for w in wanted):
+            names = " or ".join(_JSON_PY_NAMES.get(w, w) for w in wanted)
+            raise _ArgumentProblem(path, "must be %s, not %s" % (names, _type_name(type(value))))
+    enum = schema.get("enum")
+    if type(enum) is list and enum and all(_literal_value(v) for v in enum) and _literal_value(value):
+        if not any(type(v) is type(value) and v == value for v in enum):
+            shown = ", ".join(json.dumps(v) for v in enum[:TOOL_ENUM_MAX_ITEMS])
+            raise _ArgumentProblem(path, "must be one of %s" % shown)
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if type(branches) is list and branches:
+            for branch in branches:
+                try:
+                    _check_value(branch, value, path, root, depth + 1, budget)
+                    break
+                except _ArgumentProblem:
+                    continue
+            else:
+                raise _ArgumentProblem(path, "matches none of the types its schema allows")
+    branches = schema.get("allOf")
+    if type(branches) is list:
+        for branch in branches:
+            _check_value(branch, value, path, root, depth + 1, budget)
+    if kind == "object":
+        properties = schema.get("properties")
+        properties = properties if type(properties) is dict else {}
+        required = schema.get("required")
+        for key in required if type(required) is list else ():
+            if type(key) is str and key not in value:
+                raise _ArgumentProblem(path, "is missing the required key %s" % json.dumps(key))
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _ArgumentProblem(path, "has a key that is not a str")
+            if key in properties:
+                _check_value(properties[key], item, "%s[%s]" % (path, json.dumps(key)), root, depth + 1, budget)
+            elif extra is False:
+                raise _ArgumentProblem(path, "has the unknown key %s" % json.dumps(key[:100]))
+            elif type(extra) is dict:
+                _check_value(extra, item, "%s[%s]" % (path, json.dumps(key[:100])), root, depth + 1, budget)
+    elif kind == "array":
+        items = schema.get("items")
+        if type(items) is dict:
+            for index, item in enumerate(value):
+                _check_value(items, item, "%s[%d]" % (path, index), root, depth + 1, budget)
+
+
+def _tool_arguments(spec, args, kwargs):
+    """The arguments object for a call, or TypeError: checked here, before anything is sent."""
+    if args:
+        raise TypeError(
+            "%s() takes keyword arguments only (got %d positional); call it as %s(%s)"
+            % (spec.label, len(args), spec.label, ", ".join("%s=..." % p.py for p in spec.params if p.py)[:200])
+        )
+    arguments = {}
+    budget = [TOOL_CHECK_MAX_NODES]
+    for key, value in kwargs.items():
+        param = spec.by_key.get(key)
+        if param is None:
+            if spec.extra is None:
+                known = ", ".join(p.py or json.dumps(p.name) for p in spec.params) or "none"
+                raise TypeError("%s() got an unexpected keyword argument %r; its parameters: %s" % (spec.label, key, known))
+            try:
+                _check_value(spec.extra if type(spec.extra) is dict else {}, value, key, spec.root, 0, budget)
+            except _ArgumentProblem as problem:
+                raise TypeError("%s() argument %r %s" % (spec.label, problem.path, problem.message)) from None
+            arguments[key] = value
+            continue
+        if param.name in arguments:
+            raise TypeError("%s() got argument %r twice (as %r and %r)" % (spec.label, param.py, param.py, param.name))
+        if value is None and not param.required and not param.nullable:
+            continue  # None stands for "not given" for an optional parameter that takes no null
+        try:
+            _check_value(param.schema, value, param.py or param.name, spec.root, 0, budget)
+        except _ArgumentProblem as problem:
+            raise TypeError("%s() argument %r %s" % (spec.label, problem.path, problem.message)) from None
+        arguments[param.name] = value
+    missing = [p.py or p.name for p in spec.params if p.required and p.name not in arguments]
+    if missing:
+        raise TypeError(
+            "%s() missing required keyword argument%s: %s"
+            % (spec.label, "s" if len(missing) > 1 else "", ", ".join(repr(m) for m in missing))
+        )
+    return arguments
+
+
+def _accepts_null(schema, depth=0):
+    """Whether a parameter's own schema takes null (then None is sent; otherwise it means "not given")."""
+    kinds, enum = schema.get("type"), schema.get("enum")
+    if kinds == "null" or (type(kinds) is list and "null" in kinds) or (type(enum) is list and None in enum):
+        return True
+    branches = [b for key in ("anyOf", "oneOf") if type(schema.get(key)) is list for b in schema[key]]
+    return depth < TOOL_SCHEMA_MAX_DEPTH and any(type(b) is dict and _accepts_null(b, depth + 1) for b in branches)
+
+
+def _tool_value(spec, answer):
+    """A call's answer as the function returns it; McpToolError for isError."""
+    if type(answer) is not dict or type(answer.get("result")) is not dict:
+        raise ToolError("MCP broker returned a malformed result")
+    envelope = _Envelope(answer["result"])
+    if envelope.get("isError") is True:
+        text = _text_blocks(envelope)
+        raise McpToolError("MCP tool failed: " + text[:TOOL_ERROR_TEXT_MAX], envelope, text, answer.get("journal_id"))
+    structured = envelope.get("structuredContent")
+    if structured is not None:
+        return structured
+    content = envelope.get("content")
+    if type(content) is list and all(type(b) is dict and b.get("type") == "text" and type(b.get("text")) is str for b in content):
+        return _text_blocks(envelope)
+    return envelope
+
+
+def _tool_function(spec, timeout=BRIDGE_CALL_TIMEOUT):
+    def call(*args, **kwargs):
+        params = {"server": spec.server, "tool": spec.name, "arguments": _tool_arguments(spec, args, kwargs)}
+        params.update(timeout=timeout, with_journal_id=True)
+        return _tool_value(spec, _BRIDGE.request("call", params, timeout + 1))
+
+    async def acall(*args, **kwargs):
+        params = {"server": spec.server, "tool": spec.name, "arguments": _tool_arguments(spec, args, kwargs)}
+        params.update(timeout=timeout, with_journal_id=True)
+        return _tool_value(spec, await _BRIDGE.arequest("call", params, timeout + 1))
+
+    def with_timeout(seconds):
+        """The same tool with another deadline (0.01..3600 s; the default is 120 s)."""
+        return _tool_function(spec, _check_timeout(seconds))
+
+    for function, suffix in ((call, ""), (acall, ".acall")):
+        function.__name__ = spec.py
+        function.__qualname__ = spec.label + suffix
+        function.__module__ = "mcp." + spec.server_py
+        function.__doc__ = spec.doc
+        function.__signature__ = spec.signature
+    call.acall, call.with_timeout = acall, with_timeout
+    call.server, call.tool, call.definition = spec.server, spec.name, spec.definition
+    return call
+
+
+class _ServerTools:
+    """One server's allowed tools, as functions built on first use."""
+
+    def __init__(self, server, server_py, definitions):
+        self.server, self.server_py = server, server_py
+        self.definitions = {d["name"]: d for d in definitions if type(d) is dict and type(d.get("name")) is str}
+        self.table = _name_table(list(self.definitions), _SERVER_OWN_NAMES)
+        self.py_of = {name: py for py, name in self.table.items()}
+        self.types = _Types("mcp." + server_py)
+        self.functions = {}
+        self.built = False
+
+    def function(self, name):
+        function = self.functions.get(name)
+        if function is None and name in self.definitions:
+            py = self.py_of.get(name) or _python_name(name, _SERVER_OWN_NAMES)
+            function = _tool_function(_ToolSpec(self.server, self.server_py, py, self.definitions[name], self.types))
+            self.functions[name] = function
+        return function
+
+    def source(self):
+        stubs = []
+        for name in self.definitions:
+            stub = _ToolSpec(self.server, self.server_py, self.py_of.get(name) or _python_name(name, _SERVER_OWN_NAMES), self.definitions[name], self.types).stub()
+            if name not in self.py_of:
+                stub = "# no attribute (its Python name is taken): use mcp.%s[%s]\n%s" % (self.server_py, json.dumps(name), stub)
+            stubs.append(stub)
+        here = "mcp." + self.server_py if self.server_py == self.server else "mcp[%s]" % json.dumps(self.server)
+        typing_names = sorted(self.types.uses)
+        head = [
+            "# %s: %d tools. Call %s.<tool>(...) or await %s.<tool>.acall(...)." % (here, len(self.definitions), here, here),
+            "# They return structuredContent, else the text, else the whole result; failures raise McpToolError.",
+        ]
+        if typing_names:
+            head.append("from typing import %s" % ", ".join(typing_names))
+        return "\n".join(head) + "\n\n" + "\n".join(self.types.stubs + stubs) + "\n"
+
+
+class _ServerHandle:
+    """mcp.<server>: its allowed tools as attributes (dir() lists them), or by exact name as items."""
+
+    __slots__ = ("_server", "_server_py")
+
+    def __init__(self, server, server_py):
+        self._server, self._server_py = server, server_py
+
+    def _tools(self):
+        return _TOOL_CATALOGUES.tools_of(self._server, self._server_py)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        tools = self._tools()
+        tool = tools.table.get(name)
+        if tool is None:
+            raise AttributeError(
+                "mcp.%s has no allowed tool %r; dir(mcp.%s) lists them (mcp.%s[\"name\"] takes the exact name)"
+                % (self._server_py, name, self._server_py, self._server_py)
+            )
+        return tools.function(tool)
+
+    def __getitem__(self, tool):
+        if type(tool) is not str:
+            raise TypeError("mcp.%s[...] takes a tool name (str)" % self._server_py)
+        function = self._tools().function(tool)
+        if function is None:
+            raise KeyError("mcp.%s has no allowed tool %r; dir(mcp.%s) lists them" % (self._server_py, tool, self._server_py))
+        return function
+
+    def __dir__(self):
+        return sorted(set(self._tools().table) | set(_SERVER_OWN_NAMES))
+
+    def source(self):
+        """Python stubs of this server's allowed tools: signatures, TypedDicts, one-line descriptions."""
+        return self._tools().source()
+
+    def __repr__(self):
+        return "<mcp server %s: dir() lists its tools, source() shows their signatures>" % json.dumps(self._server)
+
+
+class _ToolCatalogues:
+    """The servers and tool definitions the functions are built from, for one registry generation."""
+
+    def __init__(self):
+        self.clear()
+
+    def clear(self):
+        self.generation = None
+        self.checked_run = None
+        self.servers = {}
+        self.names = ()
+        self.handles = {}
+        self.tools = {}
+
+    def _check(self):
+        run = _ActiveRun.id
+        if run is not None and run == self.checked_run:
+            return
+        answer = _BRIDGE.request("generation", {}, BRIDGE_OPS_WAIT)
+        if type(answer) is not dict or type(answer.get("servers")) is not list:
+            raise ToolError("MCP broker returned a malformed result")
+        if answer.get("generation") != self.generation:
+            self.handles, self.tools = {}, {}
+            self.generation = answer.get("generation")
+        self.names = tuple(s for s in answer["servers"] if type(s) is str)
+        self.servers = _name_table(self.names, _MCP_OWN_NAMES)
+        self.checked_run = run
+
+    def server_table(self):
+        """{python name: server} of the allowed servers that have an attribute."""
+        self._check()
+        return self.servers
+
+    def server_names(self):
+        self._check()
+        return self.names
+
+    def handle(self, server):
+        handle = self.handles.get(server)
+        if handle is None:
+            py = next((p for p, name in self.servers.items() if name == server), None) or _python_name(server, _MCP_OWN_NAMES)
+            handle = self.handles[server] = _ServerHandle(server, py)
+        return handle
+
+    def tools_of(self, server, server_py):
+        self._check()
+        tools = self.tools.get(server)
+        if tools is None:
+            params = {"server": server, "timeout": BRIDGE_LIST_TIMEOUT}
+            definitions = _BRIDGE.request("tools", params, BRIDGE_LIST_TIMEOUT + 1)
+            if type(definitions) is not list:
+                raise ToolError("MCP broker returned a malformed result")
+            tools = self.tools[server] = _ServerTools(server, server_py, definitions)
+        return tools
+
+
+_TOOL_CATALOGUES = _ToolCatalogues()
+
+
+def _all_sources():
+    parts = []
+    for py, server in sorted(_TOOL_CATALOGUES.server_table().items()):
+        try:
+            parts.append(_TOOL_CATALOGUES.tools_of(server, py).source())
+        except ToolError as exc:
+            parts.append("# mcp.%s: unavailable: %s\n" % (py, " ".join(str(exc).split())[:300]))
+    return "\n".join(parts) if parts else "# No MCP servers are allowed; see mcp.explain(server).\n"
 
 
 # =====================================================================================================

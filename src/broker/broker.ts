@@ -30,8 +30,11 @@ export interface CallContext {
   sessionId: string;
   runId: string | null;
   signal?: AbortSignal;
-  /** Told the moment the call is journaled and sent: a later cancellation may not have stopped it. */
-  onDispatch?: () => void;
+  /**
+   * Told the moment the call is journaled and sent (a later cancellation may not have stopped it), with
+   * its journal record.
+   */
+  onDispatch?: (record: JournalRecord) => void;
 }
 
 const UNKNOWN_SERVER =
@@ -60,6 +63,9 @@ export type BrokerHealth = v.InferOutput<typeof BrokerHealth>;
 export class Broker {
   private registry: Registry;
   private loadedAt = Date.now();
+  /** Bumped whenever a reload changes the registry, and on every explicit refresh (see generation). */
+  private registryGeneration = 0;
+  private registryFingerprint: string;
   private readonly pool = new ConnectionPool();
   private readonly catalogues = new Catalogues();
   private readonly slots = new Semaphore(BROKER_CONCURRENT_REQUESTS);
@@ -69,6 +75,16 @@ export class Broker {
     private readonly journal: Journal,
   ) {
     this.registry = loadRegistry(options);
+    this.registryFingerprint = fingerprint(this.registry);
+  }
+
+  /**
+   * Which registry cells see: a worker keeps the tool functions it built (mcp.<server>.<tool>) for as
+   * long as this number stays the same, so it changes whenever the allowed servers or tools may have.
+   */
+  generation(): { generation: number; servers: string[] } {
+    const servers = this.servers();
+    return { generation: this.registryGeneration, servers };
   }
 
   get project(): string {
@@ -140,7 +156,7 @@ export class Broker {
           tool,
         });
         await this.journalDispatch(record);
-        context.onDispatch?.();
+        context.onDispatch?.(record);
         return await this.dispatch(connection, record, tool, argumentsObject, remaining, signal);
       } finally {
         connection.inUse--;
@@ -369,7 +385,15 @@ export class Broker {
         errorCode: "CONFIG_INVALID",
       };
     }
+    const now = fingerprint(this.registry);
+    if (forgetFailures || now !== this.registryFingerprint) this.registryGeneration++;
+    this.registryFingerprint = now;
     this.catalogues.clear();
     await this.pool.retain(new Set([...this.registry.servers.values()].map(transportKey)), forgetFailures);
   }
+}
+
+/** The parts of a registry that decide what cells may reach (entries are plain data). */
+function fingerprint(registry: Registry): string {
+  return JSON.stringify([registry.error, registry.disabled, [...registry.servers.entries()]]);
 }

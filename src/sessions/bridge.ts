@@ -22,6 +22,8 @@ const Ops = {
     tool: v.pipe(v.string(), v.minLength(1)),
     arguments: v.optional(v.unknown(), {}),
     timeout: Timeout,
+    /** mcp.<server>.<tool>() asks for the journal id too, for the McpToolError it may raise. */
+    with_journal_id: v.optional(v.boolean(), false),
   }),
   tools: v.object({ server: Server, timeout: v.optional(v.number(), BROKER_LIST_TIMEOUT_DEFAULT_SECONDS) }),
   explain: v.object({
@@ -51,7 +53,18 @@ export function brokerBridge(
     switch (op) {
       case "call": {
         const p = parse(Ops.call, params, op);
-        return broker.call(p.server, p.tool, p.arguments, p.timeout, { sessionId, runId, signal });
+        if (!p.with_journal_id)
+          return broker.call(p.server, p.tool, p.arguments, p.timeout, { sessionId, runId, signal });
+        let journalId: string | null = null;
+        const result = await broker.call(p.server, p.tool, p.arguments, p.timeout, {
+          sessionId,
+          runId,
+          signal,
+          onDispatch: (record) => {
+            journalId = record.id;
+          },
+        });
+        return { result, journal_id: journalId };
       }
       case "tools": {
         const p = parse(Ops.tools, params, op);
@@ -59,6 +72,8 @@ export function brokerBridge(
       }
       case "servers":
         return broker.servers();
+      case "generation":
+        return broker.generation();
       case "refresh":
         return broker.refresh();
       case "journal":

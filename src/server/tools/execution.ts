@@ -36,6 +36,7 @@ export const executePython = defineTool({
     "back as an artifact reference: use artifact_read). Cells have mcp.call()/mcp.acall(), artifact() " +
     "for tools of MCP servers the user granted, sh() for shell commands, checkpoint()/restore(), and " +
     "display(obj) to return pictures (matplotlib figures come back as images by themselves). " +
+    "Granted tools are also typed functions, mcp.<server>.<tool>(**kwargs): read mcp.<server>.source() for their signatures, not their schemas. " +
     `timeout is ${TIMEOUT_MIN_SECONDS}..${TIMEOUT_MAX_SECONDS} s (default ${TIMEOUT_DEFAULT_SECONDS}); code is at most ${sizeText(CODE_MAX_BYTES)}. reset=true ` +
     "restarts the worker, clearing variables, cwd and environment changes. A cell that may run longer than " +
     "about 30 s belongs in python_start (then poll python_run): a client may block on, or give up, a long call. " +
