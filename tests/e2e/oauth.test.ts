@@ -587,6 +587,48 @@ describe("a token refused on a live connection", () => {
     ]);
     expect(error + harness.stderr).not.toContain("cc-secret-value-42");
   }, 30_000);
+
+  // Issue 26, defect 2: before, the second 401 closed the connection at once, under a call the peer was
+  // still running, which then ended outcome_unknown.
+  test("a renewed token refused too: a call still in flight on the connection ends with its result", async () => {
+    const dir = tempDir("repl-mcp-oauth-log-");
+    cleanups.push(() => Bun.$`rm -rf ${dir}`.quiet().then(() => {}));
+    const calls = join(dir, "calls.jsonl");
+    const { as, peer } = await protectedPeer(ccEnv, { PEER_CALL_LOG: calls });
+    const { dir: projectDir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(projectDir, registry, ccSecrets);
+    const peerOrigin = new URL(peer.url).origin;
+    const outcome = await value(
+      harness,
+      [
+        "import asyncio, time, urllib.request",
+        "post = lambda url: urllib.request.urlopen(urllib.request.Request(url, method='POST'), timeout=10).read()",
+        "held = asyncio.ensure_future(mcp.acall('web', 'hold', timeout=60))",
+        "deadline = time.monotonic() + 20",
+        `while '"hold"' not in (open(${JSON.stringify(calls)}).read() if __import__('os').path.exists(${JSON.stringify(calls)}) else ''):`,
+        "    assert time.monotonic() < deadline, 'the peer never received hold'",
+        "    await asyncio.sleep(0.02)",
+        `post(${JSON.stringify(`${as.url}/refuse-all`)})`,
+        "try:",
+        "    await mcp.acall('web', 'flaky')",
+        "    refused = None",
+        "except Exception as e:",
+        "    refused = str(e)",
+        `post(${JSON.stringify(`${peerOrigin}/release`)})`,
+        "try:",
+        "    kept = mcp.text(await held)",
+        "except Exception as e:",
+        "    kept = str(e)",
+        "[refused, kept, [r['status'] for r in mcp.journal()]]",
+      ].join("\n"),
+    );
+    expect(outcome[0]).toContain("MCP HTTP peer refused a renewed OAuth token (401)");
+    expect(outcome[1]).toBe("released");
+    expect(outcome[2]).toEqual(["completed", "outcome_unknown"]);
+    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    // The next call does not reuse the retired connection: it waits out the cooldown, then connects anew.
+    expect(await errorOf(harness, "mcp.call('web', 'count')")).toContain("MCP connection recently failed");
+  }, 60_000);
 });
 
 // Issue 26, defect 1: the metadata that names the authorization server is learned without sending the
