@@ -25,6 +25,12 @@ export const CLIENT_WRITE_STALL_MS = 30_000;
 export const CLIENT_OUTPUT_BACKLOG_MAX_BYTES = 4 * 1_048_576;
 /** Requests read from the client and waiting for that backlog to drain; past it we stop reading stdin. */
 export const CLIENT_INPUT_WAITING_MAX_BYTES = 4 * 1_048_576;
+/**
+ * What one message owed to a pipe's reader costs beyond its own bytes while it waits for the write
+ * queue (its promises and timer, about a KiB measured), counted in the backlog and in the waiting bytes
+ * so that a flood of tiny answers (a refused bad line is ~100 bytes) is bounded in number too.
+ */
+export const PIPE_MESSAGE_OVERHEAD_BYTES = 2_048;
 /** One control line to a guardian: the spawn spec carries a whole environment. */
 export const GUARDIAN_SPEC_MAX_BYTES = 1_048_576;
 /** How long the server keeps trying to hand a guardian its control line before giving up on it. */

@@ -134,7 +134,7 @@ export class Broker {
       const argumentsObject = args as Record<string, unknown>;
       checkArguments(argumentsObject);
       const connection = await this.pool.get(entry, deadline, signal);
-      connection.inUse++;
+      connection.enter();
       try {
         const tools = await this.catalogue(connection, entry, deadline, signal);
         const definition = tools.find((candidate) => candidate.name === tool);
@@ -159,7 +159,7 @@ export class Broker {
         context.onDispatch?.(record);
         return await this.dispatch(connection, record, tool, argumentsObject, remaining, signal);
       } finally {
-        connection.inUse--;
+        connection.leave();
       }
     } finally {
       release();

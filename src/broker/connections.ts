@@ -34,7 +34,10 @@ export interface ConnectFailure {
 export class Connection {
   closed = false;
   lastUsed = Date.now();
+  /** Calls under way on it (enter/leave). */
   inUse = 0;
+  /** No new call may take it; it closes when the last one under way ends (see retire). */
+  private retiring = false;
 
   constructor(
     readonly key: string,
@@ -60,6 +63,26 @@ export class Connection {
   /** What the peer did wrong, if the connection failed because of it (see peerProblem). */
   get failure(): string | undefined {
     return this.link.failure();
+  }
+
+  /** A call starts on this connection. */
+  enter(): void {
+    this.inUse++;
+  }
+
+  /** A call on it ended; a connection retired meanwhile closes with its last one. */
+  leave(): void {
+    this.inUse--;
+    if (this.retiring && this.inUse === 0) void this.close();
+  }
+
+  /**
+   * Closes it now if no call is under way on it, else once the last one ends: those calls were accepted
+   * by the peer and their answers are still coming (a 401 refused one request, not the transport).
+   */
+  retire(): Promise<void> {
+    this.retiring = true;
+    return this.inUse === 0 ? this.close() : Promise.resolve();
   }
 
   async close(): Promise<void> {
@@ -150,11 +173,14 @@ export class ConnectionPool {
     await Promise.all(stale.map((connection) => connection.close()));
   }
 
-  /** Drops a connection whose peer refused our credentials; the next call connects anew after the cooldown. */
+  /**
+   * Drops a connection whose peer refused our credentials: no new call takes it (the next one connects
+   * anew after the cooldown), and it closes once the calls still under way on it have ended.
+   */
   async refused(connection: Connection): Promise<void> {
     this.failures.set(connection.key, { at: Date.now(), kind: "credentials_missing" });
     if (this.live.get(connection.key) === connection) this.live.delete(connection.key);
-    await connection.close();
+    await connection.retire();
   }
 
   async closeAll(): Promise<void> {

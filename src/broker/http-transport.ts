@@ -5,6 +5,7 @@ import { ReplError } from "../errors.ts";
 import { BROKER_HTTP_BODY_MAX_BYTES } from "../limits.ts";
 import { sizeText } from "../text/size.ts";
 import type { HttpEntry } from "./config.ts";
+import { challengeOf } from "./oauth/challenge.ts";
 import type { TokenSource } from "./oauth/grants.ts";
 import { PeerFault } from "./peer-fault.ts";
 import { redirectHost } from "./redirect.ts";
@@ -68,24 +69,27 @@ async function boundedFetch(input: string | URL | Request, init?: RequestInit): 
   return response;
 }
 
-function withBearer(init: RequestInit | undefined, token: string): RequestInit {
+function withBearer(init: RequestInit | undefined, token: string | undefined): RequestInit | undefined {
+  if (token === undefined) return init;
   const headers = new Headers(init?.headers);
   headers.set("authorization", `Bearer ${token}`);
   return { ...init, headers };
 }
 
 /**
- * Every request carries the current OAuth token. A 401 means the peer refused the request before
- * running it (the token was revoked or expired early), so it is the one failure that is repeated: once,
- * with a renewed token. A second 401 is reported; nothing else is ever sent twice.
+ * Every request carries the current OAuth token (none yet when no well-known metadata said where to ask:
+ * then this request's 401 says it). A 401 means the peer refused the request before running it (no
+ * token, or one revoked or expired early), so it is the one failure that is repeated: once, with a
+ * renewed token. A second 401 is reported; nothing else is ever sent twice.
  */
 function oauthFetch(tokens: TokenSource) {
   return async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const token = await tokens.accessToken();
     const response = await fetchOnce(input, withBearer(init, token));
     if (response.status !== 401) return response;
+    const heard = challengeOf(response);
     await response.body?.cancel().catch(() => {});
-    const renewed = await tokens.renewAfterRefusal(token);
+    const renewed = await tokens.renewAfterRefusal(token, heard);
     const again = await fetchOnce(input, withBearer(init, renewed));
     if (again.status !== 401) return again;
     await again.body?.cancel().catch(() => {});

@@ -1,7 +1,8 @@
 // The MCP stdio transport. Unlike the SDK's, it enforces the 1 MiB message limit on raw bytes before
 // parsing. A bad line (too long, not UTF-8, not JSON, not JSON-RPC) is dropped whole and answered with a
 // JSON-RPC error whose id is null: one bad line must never cost the sessions their state. What we owe
-// the client is bounded (wire/json-rpc-pipe.ts): a client that stops reading stops being served.
+// the client is bounded (wire/json-rpc-pipe.ts), those refusals included: a client that stops reading
+// stops being served, and then stops being read.
 import {
   PROTOCOL_VERSION_META_KEY,
   type Transport,
@@ -133,21 +134,8 @@ export class StdioTransport implements Transport {
 
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.closed) return;
-    let bytes = encoder.encode(`${JSON.stringify(message)}\n`);
-    if (bytes.length > MCP_MESSAGE_MAX_BYTES) {
-      log.error(`dropping an outgoing message of ${bytes.length} bytes (limit ${MCP_MESSAGE_MAX_BYTES})`);
-      if (!("id" in message) || message.id === undefined) return;
-      const error = {
-        jsonrpc: "2.0" as const,
-        id: message.id,
-        error: {
-          code: JSONRPC_INTERNAL_ERROR,
-          message: `Response exceeds the ${sizeText(MCP_MESSAGE_MAX_BYTES)} message limit`,
-        },
-      };
-      bytes = encoder.encode(`${JSON.stringify(error)}\n`);
-    }
-    await this.pipe.send(bytes);
+    const bytes = encode(message);
+    if (bytes) await this.pipe.send(bytes);
   }
 
   async close(): Promise<void> {
@@ -159,8 +147,8 @@ export class StdioTransport implements Transport {
     this.end();
   }
 
-  /** A message to serve, or undefined after answering a line that is not one. */
-  private judge(line: SplitLine): JSONRPCMessage | undefined {
+  /** A message to serve, or the answer that refuses a line (the pipe writes it within the bound). */
+  private judge(line: SplitLine): JSONRPCMessage | Uint8Array | undefined {
     if (line !== OVERSIZED && isBlankLine(line)) return undefined;
     const verdict =
       line === OVERSIZED
@@ -171,16 +159,30 @@ export class StdioTransport implements Transport {
         : parseJsonRpcLine(line);
     if ("message" in verdict) {
       const refused = unsupportedClaim(verdict.message);
-      if (!refused) return verdict.message;
-      if (!this.closed) void this.send(refused).catch(() => {});
-      return undefined;
+      return refused ? encode(refused) : verdict.message;
     }
     log.warn(`discarded an input line: ${verdict.reason}`);
     // JSON-RPC wants `id: null` here, which the SDK's message type cannot say.
     const refusal = { jsonrpc: "2.0", id: null, error: { code: verdict.code, message: verdict.reason } };
-    if (!this.closed) void this.pipe.send(encoder.encode(`${JSON.stringify(refusal)}\n`)).catch(() => {});
-    return undefined;
+    return encoder.encode(`${JSON.stringify(refusal)}\n`);
   }
+}
+
+/** One outgoing line; a message over the limit becomes an error answer (or nothing, for a notification). */
+function encode(message: JSONRPCMessage): Uint8Array | undefined {
+  const bytes = encoder.encode(`${JSON.stringify(message)}\n`);
+  if (bytes.length <= MCP_MESSAGE_MAX_BYTES) return bytes;
+  log.error(`dropping an outgoing message of ${bytes.length} bytes (limit ${MCP_MESSAGE_MAX_BYTES})`);
+  if (!("id" in message) || message.id === undefined) return undefined;
+  const error = {
+    jsonrpc: "2.0" as const,
+    id: message.id,
+    error: {
+      code: JSONRPC_INTERNAL_ERROR,
+      message: `Response exceeds the ${sizeText(MCP_MESSAGE_MAX_BYTES)} message limit`,
+    },
+  };
+  return encoder.encode(`${JSON.stringify(error)}\n`);
 }
 
 /**

@@ -7,7 +7,10 @@
 //   its input at all, so the kernel's pipe buffer pushes back on the writer.
 // Responses and cancellations are never held back: they add nothing to the backlog, and a cancellation
 // of a request still waiting here simply removes it (it never started, so there is nothing to answer).
+// A line the judge refuses with an answer of its own (a bad line, a revision we do not serve) takes its
+// turn like a request: its answer waits here while the backlog is full, and counts toward stopping reads.
 import type { FileSink } from "bun";
+import { PIPE_MESSAGE_OVERHEAD_BYTES } from "../limits.ts";
 import type { JSONRPCMessage } from "./jsonrpc.ts";
 import { SkippingLineSplitter, type SplitLine } from "./lines.ts";
 import { WRITTEN, WriteQueue } from "./write-queue.ts";
@@ -27,8 +30,11 @@ export interface PipeLimits {
 }
 
 export interface PipeHandlers {
-  /** What an inbound line is: a message to handle, or undefined to drop it (the judge answers or stops). */
-  judge(line: SplitLine): JSONRPCMessage | undefined;
+  /**
+   * What an inbound line is: a message to handle, the encoded answer that refuses it (written in its
+   * turn, within the output bound), or undefined to drop it unanswered.
+   */
+  judge(line: SplitLine): JSONRPCMessage | Uint8Array | undefined;
   deliver(message: JSONRPCMessage): void;
   /** The other side read nothing for `stallMs`; it is treated as gone. */
   stalled(): void;
@@ -40,8 +46,10 @@ export interface PipeHandlers {
 // without waiting for I/O are queued by then, so a burst of requests cannot outrun the bound.
 const REQUESTS_PER_TURN = 16;
 
+/** A request to deliver, or the answer refusing a line, to write. */
 interface Waiting {
-  message: JSONRPCMessage;
+  message?: JSONRPCMessage;
+  answer?: Uint8Array;
   bytes: number;
 }
 
@@ -76,8 +84,9 @@ export class JsonRpcPipe {
       for await (const chunk of this.input) {
         for (const line of splitter.push(chunk)) {
           if (this.stopped) break;
-          const message = this.handlers.judge(line);
-          if (message) this.admit(message, typeof line === "symbol" ? 0 : line.length);
+          const verdict = this.handlers.judge(line);
+          if (verdict instanceof Uint8Array) this.refuse(verdict);
+          else if (verdict) this.admit(verdict, typeof line === "symbol" ? 0 : line.length);
         }
         if (this.stopped) break;
         if (this.waitingBytes > this.limits.waitingMaxBytes) {
@@ -94,20 +103,21 @@ export class JsonRpcPipe {
 
   /** Writes one encoded message (newline included). */
   send(bytes: Uint8Array): Promise<void> {
-    this.backlog += bytes.length;
+    const cost = bytes.length + PIPE_MESSAGE_OVERHEAD_BYTES;
+    this.backlog += cost;
     let written: Promise<void>;
     try {
       written = this.writer.push(bytes);
     } catch (error) {
-      this.backlog -= bytes.length;
+      this.backlog -= cost;
       return Promise.reject(error);
     }
     if (written === WRITTEN) {
-      this.backlog -= bytes.length;
+      this.backlog -= cost;
       return written;
     }
     return written.finally(() => {
-      this.backlog -= bytes.length;
+      this.backlog -= cost;
       this.schedule();
     });
   }
@@ -148,10 +158,28 @@ export class JsonRpcPipe {
     this.schedule();
   }
 
+  /** Writes a refusal now if a request could be served now, else queues it behind the waiting ones. */
+  private refuse(answer: Uint8Array): void {
+    if (this.waiting.length === 0 && this.mayServe()) {
+      this.served();
+      this.answer(answer);
+      return;
+    }
+    const bytes = answer.length + PIPE_MESSAGE_OVERHEAD_BYTES;
+    this.waiting.push({ answer, bytes });
+    this.waitingBytes += bytes;
+    this.schedule();
+  }
+
+  private answer(bytes: Uint8Array): void {
+    // A failed write has already told the owner (a stall) or happens after close: nothing to add.
+    this.send(bytes).catch(() => {});
+  }
+
   /** Removes a request that has not been delivered yet; true if it was waiting. */
   private unqueue(id: unknown): boolean {
     const index = this.waiting.findIndex(
-      (item) => "id" in item.message && item.message.id === id && "method" in item.message,
+      ({ message }) => message !== undefined && "id" in message && message.id === id && "method" in message,
     );
     if (index === -1) return false;
     this.waitingBytes -= this.waiting[index]?.bytes ?? 0;
@@ -183,13 +211,14 @@ export class JsonRpcPipe {
   private serveWaiting(): void {
     this.scheduled = false;
     while (this.waiting.length > 0 && !this.stopped) {
-      const next = this.waiting[0] as Waiting;
-      const isRequest = "id" in next.message && "method" in next.message;
-      if (isRequest && !this.mayServe()) break;
+      const { message, answer, bytes } = this.waiting[0] as Waiting;
+      const takesTurn = message === undefined || ("id" in message && "method" in message);
+      if (takesTurn && !this.mayServe()) break;
       this.waiting.shift();
-      this.waitingBytes -= next.bytes;
-      if (isRequest) this.served();
-      this.handlers.deliver(next.message);
+      this.waitingBytes -= bytes;
+      if (takesTurn) this.served();
+      if (message) this.handlers.deliver(message);
+      else this.answer(answer as Uint8Array);
     }
     if (this.waitingBytes <= this.limits.waitingMaxBytes && this.resumeReading) {
       const resume = this.resumeReading;

@@ -8,6 +8,7 @@ import { BINARY, Harness, tempDir, waitFor } from "../support/harness.ts";
 
 const AUTH_SERVER = resolve(import.meta.dir, "../fixtures/oauth/auth-server.ts");
 const HTTP_PEER = resolve(import.meta.dir, "../fixtures/peers/http-peer.ts");
+const HTTP_PEER_2026 = resolve(import.meta.dir, "../fixtures/peers/http-peer-2026.ts");
 const PROMPT = "Open this authorization URL in your browser to grant this broker access:";
 
 interface Fixture {
@@ -46,10 +47,14 @@ interface TokenRequest {
   ok: boolean;
 }
 
-/** An authorization server and a peer protected by it. */
-async function protectedPeer(asEnv: Record<string, string> = {}) {
+/** An authorization server and a peer protected by it (`peerEnv`: see tests/fixtures/peers/http-tools.ts). */
+async function protectedPeer(
+  asEnv: Record<string, string> = {},
+  peerEnv: Record<string, string> = {},
+  script = HTTP_PEER,
+) {
   const as = await startFixture(AUTH_SERVER, asEnv);
-  const peer = await startFixture(HTTP_PEER, { PEER_OAUTH_ISSUER: as.url }, "/mcp");
+  const peer = await startFixture(script, { PEER_OAUTH_ISSUER: as.url, ...peerEnv }, "/mcp");
   const stats = async () =>
     (await (await fetch(`${as.url}/stats`)).json()) as {
       registrations: number;
@@ -582,4 +587,124 @@ describe("a token refused on a live connection", () => {
     ]);
     expect(error + harness.stderr).not.toContain("cc-secret-value-42");
   }, 30_000);
+
+  // Issue 26, defect 2: before, the second 401 closed the connection at once, under a call the peer was
+  // still running, which then ended outcome_unknown.
+  test("a renewed token refused too: a call still in flight on the connection ends with its result", async () => {
+    const dir = tempDir("repl-mcp-oauth-log-");
+    cleanups.push(() => Bun.$`rm -rf ${dir}`.quiet().then(() => {}));
+    const calls = join(dir, "calls.jsonl");
+    const { as, peer } = await protectedPeer(ccEnv, { PEER_CALL_LOG: calls });
+    const { dir: projectDir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(projectDir, registry, ccSecrets);
+    const peerOrigin = new URL(peer.url).origin;
+    const outcome = await value(
+      harness,
+      [
+        "import asyncio, time, urllib.request",
+        "post = lambda url: urllib.request.urlopen(urllib.request.Request(url, method='POST'), timeout=10).read()",
+        "held = asyncio.ensure_future(mcp.acall('web', 'hold', timeout=60))",
+        "deadline = time.monotonic() + 20",
+        `while '"hold"' not in (open(${JSON.stringify(calls)}).read() if __import__('os').path.exists(${JSON.stringify(calls)}) else ''):`,
+        "    assert time.monotonic() < deadline, 'the peer never received hold'",
+        "    await asyncio.sleep(0.02)",
+        `post(${JSON.stringify(`${as.url}/refuse-all`)})`,
+        "try:",
+        "    await mcp.acall('web', 'flaky')",
+        "    refused = None",
+        "except Exception as e:",
+        "    refused = str(e)",
+        `post(${JSON.stringify(`${peerOrigin}/release`)})`,
+        "try:",
+        "    kept = mcp.text(await held)",
+        "except Exception as e:",
+        "    kept = str(e)",
+        "[refused, kept, [r['status'] for r in mcp.journal()]]",
+      ].join("\n"),
+    );
+    expect(outcome[0]).toContain("MCP HTTP peer refused a renewed OAuth token (401)");
+    expect(outcome[1]).toBe("released");
+    expect(outcome[2]).toEqual(["completed", "outcome_unknown"]);
+    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    // The next call does not reuse the retired connection: it waits out the cooldown, then connects anew.
+    expect(await errorOf(harness, "mcp.call('web', 'count')")).toContain("MCP connection recently failed");
+  }, 60_000);
+});
+
+// Issue 26, defect 1: the metadata that names the authorization server is learned without sending the
+// peer anything it would run. Before, an unauthenticated `initialize` went first only to read its 401;
+// a peer that does not protect `initialize` ran it (one more session, never closed), and a 2026-only
+// peer got a method it does not serve.
+describe("the protected-resource metadata is learned without a request the peer runs", () => {
+  const ccEnv = { AS_CC_CLIENT_ID: "svc-robot", AS_CC_CLIENT_SECRET: "cc-secret-value-42" };
+  const ccEntry = (url: string) => ({
+    type: "http",
+    url,
+    oauth: { grantType: "client_credentials", clientId: "${CC_ID}", clientSecret: "${CC_SECRET}" },
+  });
+  const ccSecrets = { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" };
+  const OPEN = { PEER_OAUTH_OPEN: "1" };
+
+  test("well-known metadata: one initialize, one session, through a protocol error and an undeliverable result", async () => {
+    const { peer, grants } = await protectedPeer(ccEnv, OPEN);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, ccSecrets);
+    expect(await errorOf(harness, "mcp.call('web', 'flaky')")).toStartWith("MCP transport or protocol error");
+    expect(await value(harness, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
+    expect(await errorOf(harness, "mcp.call('web', 'big', arguments={'bytes': 950000})")).toContain(
+      "MCP returned a known outcome for call",
+    );
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+      tools_call: 4,
+      initialize: 1,
+      sessions: 1,
+    });
+    expect(await grants("client_credentials")).toHaveLength(1);
+  }, 30_000);
+
+  test("metadata named only by a 401: the real request's challenge, still one initialize", async () => {
+    const { peer, grants } = await protectedPeer(ccEnv, {
+      ...OPEN,
+      PEER_OAUTH_METADATA_PATH: "/oauth/resource-metadata",
+    });
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, ccSecrets);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+      tools_call: 1,
+      initialize: 1,
+      sessions: 1,
+    });
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+    expect(await grants("client_credentials")).toEqual([
+      { grant_type: "client_credentials", resource: peer.url, scope: null, ok: true },
+    ]);
+    expect(harness.stderr).not.toContain("cc-secret-value-42");
+  }, 30_000);
+
+  test("a 2026-only peer gets no initialize at all", async () => {
+    const { peer, grants } = await protectedPeer(ccEnv, OPEN, HTTP_PEER_2026);
+    const { dir, registry } = project({ web: ccEntry(peer.url) });
+    const harness = await serverFor(dir, registry, ccSecrets);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+      tools_call: 1,
+      initialize: 0,
+      sessions: 0,
+    });
+    expect(await grants("client_credentials")).toHaveLength(1);
+  }, 30_000);
+
+  test("an authorization-code login sends the peer nothing it runs", async () => {
+    const { peer } = await protectedPeer(
+      {},
+      { ...OPEN, PEER_OAUTH_METADATA_PATH: "/oauth/resource-metadata" },
+    );
+    const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
+    await login(dir, registry, credentials);
+    const harness = await serverFor(dir, registry);
+    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+      tools_call: 1,
+      initialize: 1,
+      sessions: 1,
+    });
+  }, 60_000);
 });

@@ -137,3 +137,41 @@ test("a cancellation reaches its cell at once while requests wait for a client t
     what: "the waiting requests to be answered once the client reads",
   });
 }, 60_000);
+
+// Issue 26, defect 3: the answers to lines that are not requests we serve (a bad line gets an `id: null`
+// error, a request claiming an unknown revision -32022) were written past the output bound: a client that
+// wrote such lines and never read grew the server by one waiting write per line until the stall deadline.
+// They now wait their turn like every other answer, so the server stops reading instead.
+test("a client that writes bad lines and never reads stays bounded (before: +900 MiB), and every line is answered", async () => {
+  const s = await RawServer.start({ args: ["--log-level", "error"] });
+  cleanups.push(() => s.close());
+  expect((await s.run("1 + 1")).value).toBe(2);
+  const before = rssMib(s.proc.pid);
+  s.pauseReading();
+  const pairs = 200_000;
+  const claim = { "io.modelcontextprotocol/protocolVersion": "2099-01-01" };
+  const refusedRequest = (id: number) =>
+    JSON.stringify({ jsonrpc: "2.0", id, method: "tools/list", params: { _meta: claim } });
+  const first = 2_000_000;
+  const batch: string[] = [];
+  for (let i = 0; i < pairs; i++) {
+    batch.push("not json", refusedRequest(first + i));
+    if (batch.length >= 2_000) s.write(`${batch.splice(0).join("\n")}\n`);
+  }
+  if (batch.length > 0) s.write(`${batch.join("\n")}\n`);
+  let peak = before;
+  const until = Date.now() + 10_000;
+  while (Date.now() < until) {
+    peak = Math.max(peak, rssMib(s.proc.pid));
+    await Bun.sleep(200);
+  }
+  s.resumeReading();
+  await waitFor(() => s.messages.filter((m) => m.id >= first && m.id < first + pairs).length === pairs, {
+    timeoutMs: 60_000,
+    what: "every refused request to be answered once the client reads",
+  });
+  expect(s.messages.filter((m) => m.id === null && m.error?.code === -32700)).toHaveLength(pairs);
+  expect(s.messages.find((m) => m.id === first)?.error?.code).toBe(-32022);
+  expect(peak - before).toBeLessThan(64);
+  expect((await s.run("2 + 2")).value).toBe(4);
+}, 120_000);

@@ -17,7 +17,7 @@ import { lockExclusive, lockPathFor } from "../../fs/lock.ts";
 import { OAUTH_REFRESH_LOCK_WAIT_MS, OAUTH_REFRESH_MARGIN_SECONDS } from "../../limits.ts";
 import { NAME, VERSION } from "../../version.ts";
 import type { HttpEntry } from "../config.ts";
-import { challenge } from "./challenge.ts";
+import { type Challenge, wellKnownMetadata } from "./challenge.ts";
 import {
   type CredentialFile,
   needsRefresh,
@@ -30,13 +30,18 @@ import { resourceFor } from "./resource.ts";
 import { oauthFailure } from "./safe-error.ts";
 
 export interface TokenSource {
-  /** A bearer token valid for at least the refresh margin; throws an actionable ReplError otherwise. */
-  accessToken(): Promise<string>;
   /**
-   * A new token after the peer refused `refused` (401: revoked, or expired early): a refresh (or a new
-   * client_credentials request), unless another caller already replaced it.
+   * A bearer token valid for at least the refresh margin; throws an actionable ReplError otherwise.
+   * Undefined while nothing says where to ask for one yet (see challenge.ts): the request then goes
+   * without, and its 401 says where.
    */
-  renewAfterRefusal(refused: string): Promise<string>;
+  accessToken(): Promise<string | undefined>;
+  /**
+   * A new token after the peer refused `refused` (401: revoked, expired early, or none was sent): a
+   * refresh (or a new client_credentials request), unless another caller already replaced it. `heard`
+   * is what that 401 named.
+   */
+  renewAfterRefusal(refused: string | undefined, heard: Challenge): Promise<string>;
   /** What the user does when even a renewed token is refused. */
   readonly remedy: string;
 }
@@ -46,23 +51,29 @@ const LOGIN_AGAIN = "run repl-mcp --config REGISTRY --oauth-login SERVER again";
 
 /** Calls that arrive together share one refresh or token request. */
 abstract class SharedTokenSource implements TokenSource {
-  private pending: Promise<string> | undefined;
+  private pending: Promise<string | undefined> | undefined;
   abstract readonly remedy: string;
   protected abstract current(): string | undefined;
-  /** `refused`: the token a peer just refused, which must not be handed out again. */
-  protected abstract renew(refused?: string): Promise<string>;
-  accessToken(): Promise<string> {
+  /**
+   * `refused`: the token a peer just refused, which must not be handed out again; `heard`: what its
+   * 401 named. Undefined only without `heard`, while nothing says where to ask.
+   */
+  protected abstract renew(refused?: string, heard?: Challenge): Promise<string | undefined>;
+  accessToken(): Promise<string | undefined> {
     const token = this.current();
     if (token) return Promise.resolve(token);
     return this.shared();
   }
-  renewAfterRefusal(refused: string): Promise<string> {
+  async renewAfterRefusal(refused: string | undefined, heard: Challenge): Promise<string> {
     const token = this.current();
-    if (token && token !== refused) return Promise.resolve(token);
-    return this.shared(refused);
+    if (token && token !== refused) return token;
+    // A lookup that started before this 401 may have ended empty-handed: ask again with what it named.
+    const renewed = (await this.shared(refused, heard)) ?? (await this.shared(refused, heard));
+    if (renewed === undefined) throw new ReplError("CREDENTIALS_MISSING", `No OAuth token; ${this.remedy}`);
+    return renewed;
   }
-  private shared(refused?: string): Promise<string> {
-    this.pending ??= this.renew(refused).finally(() => {
+  private shared(refused?: string, heard?: Challenge): Promise<string | undefined> {
+    this.pending ??= this.renew(refused, heard).finally(() => {
       this.pending = undefined;
     });
     return this.pending;
@@ -237,6 +248,9 @@ export class ClientCredentialsGrant extends SharedTokenSource {
   readonly remedy = "check oauth.clientId, oauth.clientSecret and scopes, then mcp.refresh()";
   private token: string | undefined;
   private expiresAt = 0;
+  /** Where the protected-resource metadata is, once a well-known URL or a 401 said it; kept for renewals. */
+  private hint: Challenge | undefined;
+  private lookedUp = false;
 
   constructor(private readonly spec: HttpEntry) {
     super();
@@ -248,9 +262,16 @@ export class ClientCredentialsGrant extends SharedTokenSource {
       : undefined;
   }
 
-  protected async renew(): Promise<string> {
+  protected async renew(_refused?: string, heard?: Challenge): Promise<string | undefined> {
     const fetchFn = oauthFetch();
-    const hint = await challenge(this.spec.url, fetchFn);
+    if (heard?.resourceMetadataUrl) this.hint = heard;
+    if (!this.hint && !this.lookedUp) {
+      this.lookedUp = true;
+      const metadata = await wellKnownMetadata(this.spec.url, fetchFn);
+      if (metadata) this.hint = { resourceMetadataUrl: metadata };
+    }
+    if (!this.hint && !heard) return undefined;
+    const hint = { ...heard, ...this.hint, scope: heard?.scope ?? this.hint?.scope };
     const scopes = this.spec.oauth?.scopes ?? [];
     const provider = new ClientCredentialsProvider(this.spec, scopes.length ? scopes.join(" ") : hint.scope);
     try {

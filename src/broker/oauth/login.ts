@@ -17,7 +17,7 @@ import { OAUTH_CALLBACK_WAIT_MS, OAUTH_REFRESH_LOCK_WAIT_MS } from "../../limits
 import { NAME, VERSION } from "../../version.ts";
 import type { HttpEntry, ServerEntry } from "../config.ts";
 import { type Callback, listenForCallback } from "./callback.ts";
-import { challenge } from "./challenge.ts";
+import { loginChallenge } from "./challenge.ts";
 import { type CredentialFile, ensureCredentialDirectory, writeCredentialFile } from "./credential-file.ts";
 import { oauthFetch, type TokenCapture } from "./oauth-fetch.ts";
 import { resourceFor } from "./resource.ts";
@@ -153,7 +153,7 @@ export async function oauthLogin(entry: ServerEntry | undefined, announce: (line
     const provider = new LoginProvider(spec, listener.redirectUri, state, (url) =>
       announce([LOGIN_PROMPT, url.href]),
     );
-    const hint = await challenge(spec.url, fetchFn);
+    const hint = await loginChallenge(spec.url, fetchFn);
     const scope = spec.oauth?.scopes?.length ? spec.oauth.scopes.join(" ") : hint.scope;
     const options = { serverUrl: spec.url, scope, resourceMetadataUrl: hint.resourceMetadataUrl, fetchFn };
     const secrets = [spec.oauth?.clientSecret];
