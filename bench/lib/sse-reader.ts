@@ -17,4 +17,5 @@ for await (const _ of Bun.stdin.stream()) {
 abort.abort();
 await reading;
 process.stdout.write(`${JSON.stringify(got)}\n`);
+
 export {};
