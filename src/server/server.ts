@@ -199,6 +199,12 @@ export function createServer(ctx: ServerContext, era: Era): Server {
     }
   };
 
+  serveTasks(server, tasks, era);
+  return server;
+}
+
+/** The task requests of each era's vocabulary (2025-11-25 tasks, or the 2026 extension). */
+function serveTasks(server: Server, tasks: TaskBoard, era: Era): void {
   if (era === "legacy") {
     server.setRequestHandler("tasks/get", { params: TaskId }, async ({ taskId }) => tasks.legacyTask(taskId));
     server.setRequestHandler("tasks/result", { params: TaskId }, async ({ taskId }, extra) =>
@@ -221,7 +227,6 @@ export function createServer(ctx: ServerContext, era: Era): Server {
       throw new ProtocolError("Task takes no input: repl-mcp tasks never ask for input_required");
     });
   }
-  return server;
 }
 
 /** Whether a 2026-07-28 request's client capabilities include the tasks extension. */
