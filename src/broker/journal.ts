@@ -144,6 +144,11 @@ export class Journal {
       .map((record) => ({ ...record }));
   }
 
+  /** The sessions that have records here. */
+  sessionIds(): Set<string> {
+    return new Set(this.records.map((record) => record.session_id));
+  }
+
   get size(): number {
     return this.records.length;
   }

@@ -12,7 +12,11 @@ import type { Session } from "./session.ts";
 export class SessionScope {
   readonly default: Session;
   private readonly owned = new Set<string>();
-  /** Every session it ever had, closed ones included: their journal records stay its own. */
+  /**
+   * Its open sessions, and the closed ones whose journal records it may still list. A closed session is
+   * forgotten once the bounded journal holds nothing of it, so this stays within SESSIONS_MAX plus
+   * JOURNAL_MAX_RECORDS for the life of a stdio server, however many sessions it opens.
+   */
   private readonly known = new Set<string>();
   /**
    * The server's journal holds every client's calls; this client's cells list only its own. Records a
@@ -33,8 +37,21 @@ export class SessionScope {
   }
 
   private adopt(sessionId: string): void {
+    this.forgetClosed();
     this.owned.add(sessionId);
     this.known.add(sessionId);
+  }
+
+  private forgetClosed(): void {
+    const recorded = this.pool.journal.sessionIds();
+    for (const id of this.known) {
+      if (!this.owned.has(id) && !recorded.has(id)) this.known.delete(id);
+    }
+  }
+
+  /** How many session ids it still remembers (open ones, and closed ones with journal records left). */
+  get knownSessions(): number {
+    return this.known.size;
   }
 
   /** How many journal records this client sees. */
@@ -96,7 +113,11 @@ export class SessionScope {
       );
     }
     this.owned.delete(sessionId);
-    return this.pool.close(sessionId);
+    try {
+      return await this.pool.close(sessionId);
+    } finally {
+      this.forgetClosed();
+    }
   }
 
   /** True while any of this scope's sessions has a run in progress. */
