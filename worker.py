@@ -1303,20 +1303,49 @@ def _library_preview(value):
     return text, dict(type=label, **info), shown.shortened or cut
 
 
+class _PreviewTables:
+    """numpy's and pandas' scalar and dtype classes, by id. Built when a preview first meets the libraries,
+    and again only when a module dict is replaced or has gained names (an import was still under way)."""
+
+    _MODULES = ("numpy", "numpy.dtypes", "pandas")
+
+    def __init__(self, dicts):
+        self.key = [(names, len(names)) for names in dicts]
+        numpy, numpy_dtypes, pandas = dicts
+        self.numpy, self.pandas = numpy, pandas
+        self.numpy_scalars = _numpy_scalar_classes(numpy)
+        self.pandas_scalars = _by_id(pandas.get(name) for name in _PANDAS_SCALARS)
+        dtype, typecodes = numpy.get("dtype"), numpy.get("typecodes")
+        legacy = [type(dtype(code)) for code in typecodes["All"]] if dtype is not None and typecodes else []
+        # numpy 2's variable-width strings (kind "T") have no type code: their class is in numpy.dtypes.
+        self.numpy_dtypes = _by_id(legacy + [numpy_dtypes.get("StringDType")])
+        self.pandas_dtypes = _by_id(pandas.get(name) for name in _PANDAS_DTYPES)
+
+    def current(self, dicts):
+        return all(names is kept and len(names) == size for names, (kept, size) in zip(dicts, self.key))
+
+    @classmethod
+    def now(cls):
+        dicts = [_module_names(name) or _NO_NAMES for name in cls._MODULES]
+        tables = _PREVIEW_TABLES[0]
+        if tables is None or not tables.current(dicts):
+            tables = _PREVIEW_TABLES[0] = cls(dicts)
+        return tables
+
+
+_PREVIEW_TABLES = [None]  # the _PreviewTables in use
+_NO_NAMES = types.MappingProxyType({})  # a library not loaded: the same empty names every time
+
+
 class _Shown:
     """Formats what a preview shows, and remembers whether anything was left out."""
 
     def __init__(self):
         self.shortened = False
-        self.numpy = _module_names("numpy") or {}
-        self.pandas = _module_names("pandas") or {}
-        self._numpy_scalars = _numpy_scalar_classes(self.numpy)
-        self._pandas_scalars = _by_id(self.pandas.get(name) for name in _PANDAS_SCALARS)
-        self.numpy_dtypes = {}
-        dtype, typecodes = self.numpy.get("dtype"), self.numpy.get("typecodes")
-        if dtype is not None and typecodes:
-            self.numpy_dtypes = _by_id(type(dtype(code)) for code in typecodes["All"])
-        self._pandas_dtypes = _by_id(self.pandas.get(name) for name in _PANDAS_DTYPES)
+        tables = _PreviewTables.now()
+        self.numpy, self.pandas = tables.numpy, tables.pandas
+        self._numpy_scalars, self._pandas_scalars = tables.numpy_scalars, tables.pandas_scalars
+        self.numpy_dtypes, self._pandas_dtypes = tables.numpy_dtypes, tables.pandas_dtypes
 
     # -- one value -----------------------------------------------------------------------------
     def item(self, item, quote, depth=0):
@@ -1422,9 +1451,22 @@ class _Shown:
             return "<%s>" % dtype.name
         if self.numpy_dtype(dtype) and dtype.kind == "V":
             return dtype.str  # str() of a structured dtype shows its field titles, which may be any object
+        if self.numpy_dtype(dtype) and dtype.kind == "T":
+            return self._string_dtype(dtype)
         if self.known_dtype(dtype):
             return _cut_text(str(dtype), VALUE_INFO_NAME_MAX_CHARS)[0]
         return "<%s>" % _type_name(type(dtype))
+
+    def _string_dtype(self, dtype):
+        """numpy 2's StringDType as numpy writes it, but its missing-value object (which may be anyone's,
+        and numpy shows by repr()) is shown as an element is."""
+        options = []
+        missing = getattr(dtype, "na_object", _ABSENT)
+        if missing is not _ABSENT:
+            options.append("na_object=" + self.item(missing, True))
+        if getattr(dtype, "coerce", True) is False:
+            options.append("coerce=False")
+        return "StringDType(%s)" % ", ".join(options)
 
     def library_values(self, values):
         """Whether values (what a pandas block, series or index holds) are numpy's or pandas' own array,
@@ -1448,9 +1490,13 @@ class _Shown:
         kind = piece.dtype.kind
         if kind == "M":
             return self.items(self.numpy["datetime_as_string"](piece, unit="auto").tolist(), False)
-        if kind in "US":  # cut to what a cell shows before the elements are copied out
-            piece = piece.astype("%s%d" % (kind, LIBRARY_CELL_MAX_CHARS + 1))
-        if kind in "OUS":
+        if kind == "T" and getattr(piece.dtype, "na_object", _ABSENT) is not _ABSENT:
+            # numpy 2's strings with a missing-value object: a cast would turn that object into text, so
+            # the elements come out as they are (each string whole, then cut to what a cell shows).
+            return self.items(piece.tolist(), quote)
+        if kind in "UST":  # cut to what a cell shows before the elements are copied out
+            piece = piece.astype("%s%d" % ("U" if kind == "T" else kind, LIBRARY_CELL_MAX_CHARS + 1))
+        if kind in "OUST":
             return self.items(piece.tolist(), quote)
         if kind in "biufcm":
             return [self.item(self.numpy_scalar(item, type(item)), False) for item in piece]
@@ -1606,7 +1652,7 @@ def _pandas_cells(values, dtype, spans, shown):
     cells = []
     for start, stop in spans:
         piece = values[start:stop]
-        if shown.numpy_dtype(dtype) and dtype.kind in "biufcMUS":
+        if shown.numpy_dtype(dtype) and dtype.kind in "biufcMUST":
             cells.extend(shown.ndarray_items(asarray(piece), False))
         else:  # objects, and pandas' own dtypes: the elements as pandas hands them out, shown one by one
             cells.extend(shown.items(asarray(piece, dtype=object).tolist(), False))
@@ -1839,17 +1885,18 @@ def _exception_message(exc):
         return "<exception str() failed>"
 
 
-def _render_exception(exc, sources):
-    """(error text, whether anything was cut) in the documented traceback summary format."""
+def _render_exception(exc, sources, message):
+    """(error text, whether anything was cut) in the documented traceback summary format. `message` is
+    the exception's text, read once by the caller: str() of an exception is the user's code."""
     if type(exc) is _PlainFailure:
         return _cut_text(exc.args[0], ERROR_MAX_BYTES)
     try:
-        return _render_traceback(exc, sources)
+        return _render_traceback(exc, sources, message)
     except Exception:  # an exception object odd enough to break the summary still fails the cell
         return _type_name(type(exc)), True
 
 
-def _render_traceback(exc, sources):
+def _render_traceback(exc, sources, message):
     entries = []
     tb = exc.__traceback__
     while tb is not None:
@@ -1862,7 +1909,6 @@ def _render_traceback(exc, sources):
         tb = tb.tb_next
     entries = entries[-TRACEBACK_MAX_FRAMES:]
 
-    message = _exception_message(exc)
     if isinstance(exc, SyntaxError) and isinstance(exc.filename, str) and exc.filename in sources:
         # A cell that does not compile: show where, as Python itself does.
         message = exc.msg if isinstance(exc.msg, str) else message
@@ -4160,20 +4206,21 @@ class _Displays:
                              % (mime, len(payload), DISPLAY_IMAGE_MAX_BYTES))
             return
         self._count += 1
-        self._send(mime, payload)
-        _NOTEBOOK.add_display(self._run_id, mime, payload)
+        # An image travels as base64, and the notebook keeps it so: it is encoded once, here.
+        encoded = binascii.b2a_base64(payload, newline=False).decode("ascii") if mime.startswith("image/") else None
+        self._send(mime, payload, encoded)
+        _NOTEBOOK.add_display(self._run_id, mime, payload, encoded)
 
     def show_open_figures(self, pyplot):
         for number in pyplot.get_fignums():
             self.show(pyplot.figure(number))
         pyplot.close("all")
 
-    def _send(self, mime, payload):
+    def _send(self, mime, payload, data):
         base = {"type": "display", "id": self._run_id, "mime": mime}
-        if not mime.startswith("image/"):
+        if data is None:
             self.writer.send(dict(base, text=payload))
             return
-        data = binascii.b2a_base64(payload, newline=False).decode("ascii")
         with self._lock:  # one image's chunks stay together
             for start in range(0, max(len(data), 1), DISPLAY_CHUNK_CHARS):
                 end = start + DISPLAY_CHUNK_CHARS
@@ -4299,11 +4346,12 @@ class _Notebook:
         self._displays = []  # (run id, output) of the active run
         self._display_weight = 0
 
-    def add_display(self, run_id, mime, payload):
-        """Keep what a run displayed (a failure here must not fail display())."""
+    def add_display(self, run_id, mime, payload, encoded):
+        """Keep what a run displayed (a failure here must not fail display()); `encoded` is an image's
+        base64, which a notebook keeps for every image but SVG (kept as its text)."""
         try:
-            if mime.startswith("image/") and mime != "image/svg+xml":
-                data = binascii.b2a_base64(payload, newline=False).decode("ascii")
+            if encoded is not None and mime != "image/svg+xml":
+                data = encoded
             else:
                 data = payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
             if self._display_weight + len(data) > NOTEBOOK_OUTPUTS_MAX_BYTES:
@@ -4313,15 +4361,14 @@ class _Notebook:
         except Exception as exc:
             _note("display not kept for the notebook: %r" % exc)
 
-    def failure_of(self, exc):
-        """(ename, evalue) of a failed run, read before the run's exception is let go."""
-        if exc is None:
-            return None
+    @staticmethod
+    def failure_of(exc, message):
+        """(ename, evalue) of a failed run; `message` is the exception's text as the result showed it."""
         if _is_interruption(exc):
             return "KeyboardInterrupt", "Execution interrupted"
         if type(exc) is _PlainFailure:  # the worker's own report (a file run's exit status, ...): no class
             return "Error", exc.args[0][:MESSAGE_MAX_CHARS]
-        return _type_name(type(exc)), _exception_message(exc)[:MESSAGE_MAX_CHARS]
+        return _type_name(type(exc)), message[:MESSAGE_MAX_CHARS]
 
     def finish(self, run_id, result, failure):
         """Keep a finished run's outputs; a failure here is noted, and the run's result still goes out."""
@@ -4333,7 +4380,6 @@ class _Notebook:
             self._displays, self._display_weight = [], 0
 
     def _finish(self, run_id, result, failure):
-        self.finished += 1
         outputs = []
         for stream in STREAM_NAMES:
             text = result.get(stream) or ""
@@ -4349,10 +4395,12 @@ class _Notebook:
             summary = "%s: %s" % (ename, evalue) if evalue else ename
         elif result.get("return_value") is not None:
             outputs.append(("result", result["return_value"], None))
-        record = _RunRecord(self.finished, outputs, summary)
         old = self._records.pop(run_id, None)
-        if old is not None:
+        if old is None:
+            self.finished += 1
+        else:  # recorded again (its result failed to go out, and an internal error replaces it)
             self._drop(old)
+        record = _RunRecord(self.finished if old is None else old.number, outputs, summary)
         self._records[run_id] = record
         self._weight += record.weight
         while len(self._records) > HISTORY_MAX_RUNS:
@@ -4730,9 +4778,9 @@ class _Session:
         (stdout, stderr), (stdout_cut, stderr_cut) = self._pump.finish()
         result = {"success": outcome.error is None, "stdout": stdout, "stderr": stderr, "return_value": None}
         truncated = {"stdout": stdout_cut, "stderr": stderr_cut, "return": False}
-        error, interrupted = None, False
+        error, interrupted, failure = None, False, None
         if outcome.error is not None:
-            error, interrupted, error_cut = self._describe_failure(run_id, outcome.error)
+            error, interrupted, error_cut, failure = self._describe_failure(run_id, outcome.error)
             if error_cut:
                 truncated["error"] = True
         elif outcome.value is not None and fatal is None:
@@ -4747,7 +4795,6 @@ class _Session:
                 elif truncated["return"] and _keeps_whole(type(outcome.value)):
                     self._attach_artifact(result, outcome.value, context)
         exit_code = outcome.exit_code
-        failure = _NOTEBOOK.failure_of(outcome.error)
         outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
         result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
         if exit_code is not None:
@@ -4890,11 +4937,13 @@ class _Session:
         self._send_result(run_id, result)
 
     def _describe_failure(self, run_id, exc):
-        """(error text, interrupted, error text was cut)."""
+        """(error text, interrupted, error text was cut, (ename, evalue) for the notebook)."""
         if _is_interruption(exc):
-            return "Execution interrupted (%s); namespace preserved" % run_id, True, False
-        text, cut = _render_exception(exc, self._sources)
-        return text, False, cut
+            failure = _Notebook.failure_of(exc, "")
+            return "Execution interrupted (%s); namespace preserved" % run_id, True, False, failure
+        message = "" if type(exc) is _PlainFailure else _exception_message(exc)
+        text, cut = _render_exception(exc, self._sources, message)
+        return text, False, cut, _Notebook.failure_of(exc, message)
 
 
 # =====================================================================================================
