@@ -4,18 +4,10 @@
 // `close()` resets.
 // No registry is reachable, so the base image is Debian's minbase with python3, made by mmdebstrap from
 // the mirror apt uses, and kept as a tarball between runs.
-import {
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { debianMirror, testCacheDir } from "../support/debian.ts";
 import { makeTempDir, removeTree, run } from "./support.ts";
 
 const PODMAN = Bun.which("podman");
@@ -35,35 +27,9 @@ export function podmanUnavailable(): string | undefined {
   if (process.getuid?.() !== 0) return "it needs root: rootful podman and mmdebstrap's root mode";
   if (PODMAN === null) return "podman is not installed (Debian: apt-get install podman runc)";
   if (Bun.which("runc") === null) return "runc is not installed (Debian: apt-get install runc)";
-  if (MMDEBSTRAP === null && !existsSync(join(baseCacheDir(), BASE_TARBALL)))
+  if (MMDEBSTRAP === null && !existsSync(join(testCacheDir(), BASE_TARBALL)))
     return "mmdebstrap is not installed (Debian: apt-get install mmdebstrap) and no base image is cached";
   return undefined;
-}
-
-/** Where the base tarball is kept between runs (REPL_MCP_TEST_CACHE, else ~/.cache/repl-mcp-tests). */
-function baseCacheDir(): string {
-  return process.env.REPL_MCP_TEST_CACHE ?? join(homedir(), ".cache", "repl-mcp-tests");
-}
-
-/** The first Debian mirror in apt's sources (deb822 or one-line format), else Debian's CDN. */
-function debianMirror(): string {
-  const files = ["/etc/apt/sources.list"];
-  try {
-    for (const name of readdirSync("/etc/apt/sources.list.d"))
-      files.push(join("/etc/apt/sources.list.d", name));
-  } catch {}
-  for (const file of files) {
-    let text = "";
-    try {
-      text = readFileSync(file, "utf8");
-    } catch {
-      continue;
-    }
-    for (const [, url] of text.matchAll(/^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(\S+)/gm)) {
-      if (url && /\/debian\/?$/.test(url)) return url;
-    }
-  }
-  return "http://deb.debian.org/debian";
 }
 
 export class Podman {
@@ -139,7 +105,7 @@ export class Podman {
   }
 
   private async baseTarball(): Promise<string> {
-    const dir = baseCacheDir();
+    const dir = testCacheDir();
     const tarball = join(dir, BASE_TARBALL);
     if (existsSync(tarball) && statSync(tarball).size >= BASE_MIN_BYTES) return tarball;
     if (MMDEBSTRAP === null) throw new Error("mmdebstrap is not installed and no base image is cached");
