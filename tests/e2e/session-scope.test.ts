@@ -1,5 +1,7 @@
 // A client's scope over a long stdio life: it must remember the sessions whose journal records it may
 // still list, and only those, so opening and closing sessions for days costs no memory per session.
+// What a scope remembers is not visible from outside the server, so this runs the server's own pool and
+// scope in process; every session it opens probes a real python3, as the binary's would.
 import { afterAll, expect, test } from "bun:test";
 import { rmSync } from "node:fs";
 import { JOURNAL_MAX_RECORDS } from "../../src/limits.ts";
