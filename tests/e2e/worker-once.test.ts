@@ -94,25 +94,30 @@ test("an image shown with display() is base64-encoded once", async () => {
   expect(png.length).toBe(4008);
 });
 
-test.skipIf(numpyMissing !== undefined)("the preview's type tables are built once, not on every preview", async () => {
-  await h.close();
-  h = await Harness.start({ args: ["--python", SYSTEM_PYTHON] });
-  await h.run(
-    [
-      "import numpy as np",
-      "_g = display.__globals__",
-      "_build, built = _g['_by_id'], []",
-      "def _counting(classes):",
-      "    built.append(1)",
-      "    return _build(classes)",
-      "_g['_by_id'] = _counting",
-    ].join("\n"),
-  );
-  const first = await h.run("np.arange(3)");
-  expect(first.return_value).toBe("numpy.ndarray shape=(3,) dtype=int64\n[0, 1, 2]");
-  const afterFirst = (await h.run("len(built)")).value as number;
-  for (let i = 0; i < 3; i++) {
-    expect((await h.run("np.arange(3) * 2")).return_value).toBe("numpy.ndarray shape=(3,) dtype=int64\n[0, 2, 4]");
-  }
-  expect((await h.run("len(built)")).value).toBe(afterFirst);
-});
+test.skipIf(numpyMissing !== undefined)(
+  "the preview's type tables are built once, not on every preview",
+  async () => {
+    await h.close();
+    h = await Harness.start({ args: ["--python", SYSTEM_PYTHON] });
+    await h.run(
+      [
+        "import numpy as np",
+        "_g = display.__globals__",
+        "_build, built = _g['_by_id'], []",
+        "def _counting(classes):",
+        "    built.append(1)",
+        "    return _build(classes)",
+        "_g['_by_id'] = _counting",
+      ].join("\n"),
+    );
+    const first = await h.run("np.arange(3)");
+    expect(first.return_value).toBe("numpy.ndarray shape=(3,) dtype=int64\n[0, 1, 2]");
+    const afterFirst = (await h.run("len(built)")).value as number;
+    for (let i = 0; i < 3; i++) {
+      expect((await h.run("np.arange(3) * 2")).return_value).toBe(
+        "numpy.ndarray shape=(3,) dtype=int64\n[0, 2, 4]",
+      );
+    }
+    expect((await h.run("len(built)")).value).toBe(afterFirst);
+  },
+);
