@@ -6,14 +6,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type AgentRun, CLAUDE_TOOL_PREFIX, runClaude } from "../support/agents/claude.ts";
+import { CLAUDE_TOOL_PREFIX, type ClaudeRun, runClaude } from "../support/agents/claude.ts";
 import { modelViewTests } from "../support/agents/expectations.ts";
 import { SCRIPT } from "../support/agents/script.ts";
 import { taggedPids, waitFor } from "../support/harness.ts";
 
 const MODERN = "2026-07-28";
 const tag = crypto.randomUUID();
-let run: AgentRun;
+let run: ClaudeRun;
 
 beforeAll(async () => {
   run = await runClaude({ tag });
@@ -106,7 +106,7 @@ function fenced(text: string, info = ""): string {
   return `${fence}${info}\n${text}\n${fence}`;
 }
 
-function report(run: AgentRun): string {
+function report(run: ClaudeRun): string {
   const lines = ["# Claude Code: what the model saw", ""];
   for (const step of SCRIPT) {
     const seen = run.seen.get(step.name);

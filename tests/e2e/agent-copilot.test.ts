@@ -12,10 +12,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
-  type AgentRun,
   COPILOT,
   COPILOT_MODEL,
   COPILOT_TOOL_PREFIX,
+  type CopilotRun,
   runCopilot,
 } from "../support/agents/copilot.ts";
 import { modelViewTests } from "../support/agents/expectations.ts";
@@ -30,7 +30,7 @@ if (!installed)
   );
 
 const tag = crypto.randomUUID();
-let run: AgentRun;
+let run: CopilotRun;
 
 beforeAll(async () => {
   if (!installed) return;
@@ -121,7 +121,7 @@ describe.skipIf(!installed)("what Copilot's model sees of repl-mcp (the text sty
 });
 
 describe.skipIf(!installed)("GitHub Copilot CLI with only the BYOK environment variables", () => {
-  let short: AgentRun;
+  let short: CopilotRun;
   const steps = SCRIPT.filter((step) => step.name === "health" || step.name === "plot");
   beforeAll(async () => {
     short = await runCopilot({ tag, provider: "env", script: steps });
@@ -143,7 +143,7 @@ function fenced(text: string, info = ""): string {
   return `${fence}${info}\n${text}\n${fence}`;
 }
 
-function report(run: AgentRun): string {
+function report(run: CopilotRun): string {
   const lines = [
     "# GitHub Copilot CLI: what the model saw",
     "",

@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { modelViewTests } from "../support/agents/expectations.ts";
-import { type AgentRun, runGemini, runGeminiOn } from "../support/agents/gemini.ts";
+import { type GeminiRun, runGemini, runGeminiOn } from "../support/agents/gemini.ts";
 import { PLOT, SCRIPT, type Step } from "../support/agents/script.ts";
 import { BIG_TEXT, PIXEL_PNG, SHAPES } from "../support/agents/shapes-peer.ts";
 
@@ -21,8 +21,8 @@ const wrapped = (text: string) => `<untrusted_context>\n${text}\n</untrusted_con
 const shapeScript: Step[] = Object.keys(SHAPES).map((name) => ({ name, tool: name, args: () => ({}) }));
 const shapesCommand = [process.execPath, SHAPES_PEER];
 
-let session: AgentRun;
-let shapes: AgentRun;
+let session: GeminiRun;
+let shapes: GeminiRun;
 
 beforeAll(async () => {
   session = await runGemini();
@@ -80,7 +80,7 @@ describe("what Gemini's model sees of repl-mcp (the text style)", () => {
 });
 
 /** What the model got for one shape, in the words a failed comparison shows. */
-function shown(run: AgentRun, name: string) {
+function shown(run: GeminiRun, name: string) {
   const seen = run.seen.get(name);
   if (!seen) return "never shown";
   return {
@@ -223,7 +223,7 @@ describe("Gemini CLI's rules for a CallToolResult (fixture server of fixed shape
 });
 
 describe("with a gemini-3-* model (multimodal function responses)", () => {
-  let picked: AgentRun;
+  let picked: GeminiRun;
   beforeAll(async () => {
     const script = shapeScript.filter((step) => step.name === "image_with_text");
     picked = await runGeminiOn({
@@ -266,7 +266,7 @@ const elided = (raw: unknown) =>
     2,
   );
 
-function steps(run: AgentRun, script: Step[]): string[] {
+function steps(run: GeminiRun, script: Step[]): string[] {
   const out: string[] = [];
   for (const step of script) {
     const seen = run.seen.get(step.name);
@@ -292,7 +292,7 @@ function steps(run: AgentRun, script: Step[]): string[] {
   return out;
 }
 
-function report(repl: AgentRun, fixture: AgentRun): string {
+function report(repl: GeminiRun, fixture: GeminiRun): string {
   const first = repl.transcript.find((entry) => entry.from === "client")?.message;
   const answer = repl.transcript.find(
     (entry) => entry.from === "server" && entry.message.id === first?.id,

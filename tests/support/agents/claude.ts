@@ -2,14 +2,14 @@
 // HOME with no account, its model API at the scripted fake on 127.0.0.1, the server behind the recording
 // stdio wrapper. What comes back is what the model was shown (from the requests the fake received) and
 // every line the client and the server exchanged.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "../harness.ts";
+import { type AgentRun, isolatedEnv, readTranscript, recorded } from "./client.ts";
 import { FakeAnthropic } from "./fake-anthropic.ts";
-import { SCRIPT, type Seen, type Step, SYSTEM_PYTHON } from "./script.ts";
+import { SCRIPT, type Step, SYSTEM_PYTHON } from "./script.ts";
 
 const CLAUDE = join(import.meta.dir, "../../../node_modules/.bin/claude");
-const RECORD = join(import.meta.dir, "../record-stdio.ts");
 /** Claude Code names a server's tools mcp__<server>__<tool>; the server is configured as "repl". */
 export const CLAUDE_TOOL_PREFIX = "mcp__repl__";
 /** Claude Code 2.1.x keeps MCP tools deferred until the model loads them with this tool. */
@@ -17,15 +17,8 @@ export const CLAUDE_SEARCH_TOOL = "ToolSearch";
 /** The whole session sleeps ~12 s; this is the deadline for Claude Code to finish it. */
 const RUN_TIMEOUT_MS = 120_000;
 
-export interface AgentRun {
-  seen: Map<string, Seen>;
-  /** The repl tools as the model got them (named as the model saw them: mcp__repl__<tool>). */
-  tools: { name: string; description: string; schema?: unknown }[];
-  /** The client's stdout (stream-json lines). */
-  answer: string;
-  transcript: { from: "client" | "server"; message: any }[];
-  /** Raw model-API request bodies (every POST: turns, side requests, token counts), in order. */
-  requests: unknown[];
+/** Tools are named mcp__repl__<tool>; `requests` holds every POST (turns, side requests, token counts). */
+export interface ClaudeRun extends AgentRun {
   /** Paths the client asked the fake API for that it does not serve (e.g. "GET /v1/models"). */
   unknownPaths: string[];
   /** Why the scripted model stopped early, if it did. */
@@ -50,27 +43,7 @@ export interface RunOptions {
   clientEnv?: Record<string, string>;
 }
 
-function readTranscript(file: string): AgentRun["transcript"] {
-  let text = "";
-  try {
-    text = readFileSync(file, "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter((line) => line !== "")
-    .map((line) => JSON.parse(line) as { from: "client" | "server"; line: string })
-    .map(({ from, line }) => {
-      try {
-        return { from, message: JSON.parse(line) };
-      } catch {
-        return { from, message: line };
-      }
-    });
-}
-
-export async function runClaude(options: RunOptions = {}): Promise<AgentRun> {
+export async function runClaude(options: RunOptions = {}): Promise<ClaudeRun> {
   const tag = options.tag ?? crypto.randomUUID();
   const dir = tempDir("repl-mcp-agent-claude-");
   const home = join(dir, "home");
@@ -86,15 +59,7 @@ export async function runClaude(options: RunOptions = {}): Promise<AgentRun> {
         repl: {
           type: "stdio",
           command: process.execPath,
-          args: [
-            RECORD,
-            transcriptFile,
-            "--",
-            BINARY,
-            "--python",
-            SYSTEM_PYTHON,
-            ...(options.serverArgs ?? []),
-          ],
+          args: recorded(transcriptFile, [BINARY, "--python", SYSTEM_PYTHON, ...(options.serverArgs ?? [])]),
           env: { REPL_MCP_TEST_TAG: tag, ...options.env },
         },
       },
@@ -122,11 +87,7 @@ export async function runClaude(options: RunOptions = {}): Promise<AgentRun> {
       ],
       {
         cwd: project,
-        env: {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
-          HOME: home,
-          XDG_CONFIG_HOME: join(home, ".config"),
-          XDG_CACHE_HOME: join(home, ".cache"),
+        env: isolatedEnv(home, {
           ANTHROPIC_BASE_URL: fake.url,
           // Any key will do: the fake never checks it, and with one Claude Code needs no login.
           ANTHROPIC_API_KEY: "sk-ant-fake-key-for-the-scripted-model",
@@ -136,7 +97,7 @@ export async function runClaude(options: RunOptions = {}): Promise<AgentRun> {
           CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
           REPL_MCP_TEST_TAG: tag,
           ...options.clientEnv,
-        },
+        }),
         stdin: "ignore",
         stdout: "pipe",
         stderr: "pipe",

@@ -3,14 +3,14 @@
 // server is repl-mcp behind the recording stdio wrapper. No account, no network, analytics and feedback off.
 // What comes back is what the scripted model was shown for each step, the tools as it got them, and every
 // line either side of the stdio connection sent.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "../harness.ts";
+import { type AgentRun, isolatedEnv, readTranscript, recorded } from "./client.ts";
 import { FakeOpenAI, type ModelTool, type RecordedRequest } from "./fake-openai.ts";
-import { SCRIPT, type Seen, type Step, SYSTEM_PYTHON } from "./script.ts";
+import { SCRIPT, type Step, SYSTEM_PYTHON } from "./script.ts";
 
 const CODEX = join(import.meta.dir, "../../../node_modules/.bin/codex");
-const RECORD = join(import.meta.dir, "../record-stdio.ts");
 /** The MCP server's name in config.toml: Codex calls its tools mcp__repl.<tool>. */
 export const SERVER_NAME = "repl";
 /** A slug Codex ships model metadata for: with it Codex defers MCP tools behind tool_search, as in real use. */
@@ -20,19 +20,7 @@ const KEY_VARIABLE = "REPL_MCP_FAKE_OPENAI_KEY";
 export const PROMPT = "repl-mcp scripted session: use the repl tools as the model tells you.";
 const RUN_DEADLINE_MS = 120_000;
 
-export interface AgentRun {
-  /** Step name -> what the model saw for that tool call. */
-  seen: Map<string, Seen>;
-  /** The repl tools as the model got them (Codex: functions in the namespace mcp__repl). */
-  tools: { name: string; description: string; schema?: unknown }[];
-  /** The client's stdout (`codex exec --json`: one JSON event a line), for debugging. */
-  answer: string;
-  /** Every stdio JSON-RPC line client <-> repl-mcp, in order. */
-  transcript: { from: "client" | "server"; message: any }[];
-  /** Raw model-API request bodies, in order. */
-  requests: unknown[];
-}
-
+/** Tools are the functions of the namespace mcp__repl; `answer` is `codex exec --json` (one event a line). */
 export interface CodexRun extends AgentRun {
   tools: ModelTool[];
   /** The description Codex gave the tools' namespace (it passes the server's instructions there). */
@@ -124,15 +112,6 @@ function configToml(
   ].join("\n");
 }
 
-function transcriptOf(file: string): AgentRun["transcript"] {
-  if (!existsSync(file)) return [];
-  return readFileSync(file, "utf8")
-    .split("\n")
-    .filter((line) => line !== "")
-    .map((line) => JSON.parse(line) as { from: "client" | "server"; line: string })
-    .map(({ from, line }) => ({ from, message: JSON.parse(line) }));
-}
-
 /** Runs the scripted session through `codex exec` against repl-mcp and returns what the model saw. */
 export function runCodex(options: CodexOptions = {}): Promise<CodexRun> {
   return runCodexSession({
@@ -182,7 +161,7 @@ export async function runCodexSession(session: CodexSession): Promise<CodexRun> 
       configToml({
         baseUrl: fake.baseUrl,
         serverName,
-        command: [process.execPath, RECORD, transcriptFile, "--", ...session.server],
+        command: [process.execPath, ...recorded(transcriptFile, session.server)],
         model: session.model ?? MODEL,
         approvalPolicy: session.approvalPolicy === undefined ? "never" : session.approvalPolicy,
         sandboxMode: session.sandboxMode === undefined ? "workspace-write" : session.sandboxMode,
@@ -201,15 +180,11 @@ export async function runCodexSession(session: CodexSession): Promise<CodexRun> 
       [CODEX, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--strict-config", PROMPT],
       {
         cwd: project,
-        env: {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
-          HOME: home,
+        env: isolatedEnv(home, {
           CODEX_HOME: codexHome,
-          XDG_CONFIG_HOME: join(home, ".config"),
-          XDG_CACHE_HOME: join(home, ".cache"),
           [KEY_VARIABLE]: "dummy-key-for-the-fake",
           RUST_LOG: "error",
-        },
+        }),
         stdin: "ignore",
         stdout: "pipe",
         stderr: "pipe",
@@ -234,7 +209,7 @@ export async function runCodexSession(session: CodexSession): Promise<CodexRun> 
       tools: fake.tools,
       namespaceDescription: fake.namespaceDescription,
       answer: stdout,
-      transcript: transcriptOf(transcriptFile),
+      transcript: readTranscript(transcriptFile),
       requests: fake.requests.map((request) => request.body),
       recorded: fake.requests,
       stderr,

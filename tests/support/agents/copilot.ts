@@ -11,16 +11,16 @@
 //   user gets from GitHub does. Pictures then reach the model, in a user message after the tool message.
 // - "env": only the documented BYOK variables (COPILOT_PROVIDER_BASE_URL, COPILOT_MODEL). Copilot then
 //   knows nothing of the model's vision and sends no picture at all, though its own event stream has it.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "../harness.ts";
+import { type AgentRun, isolatedEnv, readTranscript, recorded } from "./client.ts";
 import { FakeChatCompletions } from "./fake-chat-completions.ts";
-import { SCRIPT, type Seen, type Step, SYSTEM_PYTHON } from "./script.ts";
+import { SCRIPT, type Step, SYSTEM_PYTHON } from "./script.ts";
 
 /** The pinned devDependency; REPL_MCP_COPILOT names another install of the same CLI. */
 export const COPILOT =
   process.env.REPL_MCP_COPILOT ?? join(import.meta.dir, "../../../node_modules/.bin/copilot");
-const RECORD = join(import.meta.dir, "../record-stdio.ts");
 const SERVER = "repl";
 export const COPILOT_TOOL_PREFIX = `${SERVER}-`;
 /**
@@ -33,14 +33,8 @@ const SEARCH_TOOL = "tool_search_tool";
 const PROVIDER = "scripted";
 const RUN_DEADLINE_MS = 120_000;
 
-export interface AgentRun {
-  seen: Map<string, Seen>;
-  /** The repl tools as the model got them, names with Copilot's prefix (`repl-execute_python`). */
-  tools: { name: string; description: string; schema?: unknown }[];
-  /** Copilot's stdout: its JSONL event stream (`--output-format json`). */
-  answer: string;
-  transcript: { from: "client" | "server"; message: any }[];
-  requests: unknown[];
+/** Tools carry Copilot's prefix (`repl-execute_python`); `answer` is its JSONL event stream. */
+export interface CopilotRun extends AgentRun {
   /**
    * What Copilot answered the model's tool search with (undefined when it offered none): a list of
    * `{type: "tool_reference", tool_name}` parts, one per tool it loaded.
@@ -58,15 +52,6 @@ export interface AgentRun {
 
 const PROMPT =
   "Use the repl tools: check python_health, then run the cells you are given, one tool call at a time.";
-
-function transcriptOf(file: string): AgentRun["transcript"] {
-  if (!existsSync(file)) return [];
-  return readFileSync(file, "utf8")
-    .split("\n")
-    .filter((line) => line !== "")
-    .map((line) => JSON.parse(line) as { from: "client" | "server"; line: string })
-    .map(({ from, line }) => ({ from, message: JSON.parse(line) }));
-}
 
 /**
  * The providers file: the fake as an OpenAI-compatible provider, and the model with the capabilities
@@ -125,7 +110,7 @@ export async function runCopilot(
     /** The steps to play (default: the whole SCRIPT). */
     script?: Step[];
   } = {},
-): Promise<AgentRun> {
+): Promise<CopilotRun> {
   const dir = tempDir("repl-mcp-copilot-");
   const home = join(dir, "home");
   const project = join(dir, "project");
@@ -148,7 +133,7 @@ export async function runCopilot(
         [SERVER]: {
           type: "local",
           command: process.execPath,
-          args: [RECORD, transcript, "--", BINARY, "--python", SYSTEM_PYTHON, ...(options.serverArgs ?? [])],
+          args: recorded(transcript, [BINARY, "--python", SYSTEM_PYTHON, ...(options.serverArgs ?? [])]),
           tools: ["*"],
           env: { REPL_MCP_TEST_TAG: tag, ...options.env },
         },
@@ -174,11 +159,7 @@ export async function runCopilot(
         stdin: "ignore",
         stdout: "pipe",
         stderr: "pipe",
-        env: {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
-          HOME: home,
-          XDG_CONFIG_HOME: join(home, ".config"),
-          XDG_CACHE_HOME: join(home, ".cache"),
+        env: isolatedEnv(home, {
           XDG_STATE_HOME: join(home, ".local", "state"),
           // The native launcher unpacks its JavaScript here on its first start (~235 MB, ~2 s).
           COPILOT_PKG_CACHE_HOME: join(dir, "pkg"),
@@ -197,7 +178,7 @@ export async function runCopilot(
           https_proxy: trap.url,
           NO_PROXY: "127.0.0.1,localhost",
           no_proxy: "127.0.0.1,localhost",
-        },
+        }),
       },
     );
     const spawned = client;
@@ -226,7 +207,7 @@ export async function runCopilot(
           schema: tool.function?.parameters,
         })),
       answer: stdout,
-      transcript: transcriptOf(transcript),
+      transcript: readTranscript(transcript),
       requests: [...fake.requests],
       searched: fake.searched,
       failure:

@@ -2,26 +2,22 @@
 // fake on loopback (GOOGLE_GEMINI_BASE_URL), its HOME is a temp directory whose ~/.gemini/settings.json
 // picks API-key auth, turns telemetry, usage statistics and update checks off and configures the server as
 // `repl`, launched behind tests/support/record-stdio.ts so every stdio line either side sent is kept.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "../harness.ts";
 import { run } from "../run.ts";
+import { type AgentRun, isolatedEnv, readTranscript, recorded } from "./client.ts";
 import { MARKER, startFakeGemini } from "./fake-gemini.ts";
-import { SCRIPT, type Seen, type Step, SYSTEM_PYTHON } from "./script.ts";
+import { SCRIPT, type Step, SYSTEM_PYTHON } from "./script.ts";
 
 const GEMINI = join(import.meta.dir, "../../../node_modules/.bin/gemini");
-const RECORD = join(import.meta.dir, "../record-stdio.ts");
 /** The whole scripted session; it sleeps about 12 s, the rest is the client's and the server's start. */
 const RUN_DEADLINE_MS = 150_000;
 
-export interface AgentRun {
-  seen: Map<string, Seen>;
+/** Tools are named mcp_<server>_<tool>. */
+export interface GeminiRun extends AgentRun {
   /** The arguments the model called each step with. */
   calls: Map<string, Record<string, unknown>>;
-  tools: { name: string; description: string; schema?: unknown }[];
-  answer: string;
-  transcript: { from: "client" | "server"; message: any }[];
-  requests: unknown[];
   /** The request paths in order (model and method), matching `requests`. */
   paths: string[];
   /** Problems the fake model met (an unexpected route, an args function that threw). */
@@ -39,23 +35,8 @@ export interface RunOptions {
   model?: string;
 }
 
-function transcriptOf(file: string): AgentRun["transcript"] {
-  if (!existsSync(file)) return [];
-  return readFileSync(file, "utf8")
-    .split("\n")
-    .filter((line) => line !== "")
-    .map((line) => JSON.parse(line) as { from: "client" | "server"; line: string })
-    .map(({ from, line }) => {
-      try {
-        return { from, message: JSON.parse(line) };
-      } catch {
-        return { from, message: line };
-      }
-    });
-}
-
 /** The scripted session against repl-mcp (the binary under test, with Debian's python3). */
-export function runGemini(options: RunOptions = {}): Promise<AgentRun> {
+export function runGemini(options: RunOptions = {}): Promise<GeminiRun> {
   return runGeminiOn({
     ...options,
     script: SCRIPT,
@@ -72,7 +53,7 @@ export interface Session extends Omit<RunOptions, "serverArgs"> {
 }
 
 /** Any script against any stdio MCP server, configured under `server`. */
-export async function runGeminiOn(options: Session): Promise<AgentRun> {
+export async function runGeminiOn(options: Session): Promise<GeminiRun> {
   const dir = tempDir("repl-mcp-gemini-");
   const home = join(dir, "home");
   const project = join(dir, "project");
@@ -91,7 +72,7 @@ export async function runGeminiOn(options: Session): Promise<AgentRun> {
       mcpServers: {
         [options.server]: {
           command: process.execPath,
-          args: [RECORD, transcriptFile, "--", ...options.command],
+          args: recorded(transcriptFile, options.command),
           env: { REPL_MCP_TEST_TAG: tag, ...options.env },
         },
       },
@@ -112,18 +93,14 @@ export async function runGeminiOn(options: Session): Promise<AgentRun> {
     const result = await run(args, {
       cwd: project,
       timeoutMs: RUN_DEADLINE_MS,
-      env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: home,
-        XDG_CONFIG_HOME: join(home, ".config"),
-        XDG_CACHE_HOME: join(home, ".cache"),
+      env: isolatedEnv(home, {
         GOOGLE_GEMINI_BASE_URL: fake.url,
         GEMINI_API_KEY: "fake-key-for-loopback",
         GEMINI_CLI_NO_RELAUNCH: "true",
         GEMINI_TELEMETRY_ENABLED: "false",
         NO_COLOR: "1",
         REPL_MCP_TEST_TAG: tag,
-      },
+      }),
     });
     if (result.code !== 0 || !fake.finished) {
       const tail = (result.stdout + result.stderr).slice(-4_000);
@@ -140,7 +117,7 @@ export async function runGeminiOn(options: Session): Promise<AgentRun> {
       calls: fake.calls,
       tools: fake.tools,
       answer: result.stdout,
-      transcript: transcriptOf(transcriptFile),
+      transcript: readTranscript(transcriptFile),
       requests: fake.recorded.map((entry) => entry.body),
       paths: fake.recorded.map((entry) => entry.path),
       problems: fake.problems,

@@ -1,0 +1,54 @@
+// What every agent-client harness shares: the record a run returns (each client adds its own fields),
+// repl-mcp started behind the stdio recorder, the recorder's transcript, and an environment that keeps
+// the client away from the developer's own configuration.
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Seen } from "./script.ts";
+
+const RECORD = join(import.meta.dir, "../record-stdio.ts");
+
+/** Every stdio JSON-RPC line client <-> repl-mcp, in order (a line that is not JSON is kept as text). */
+export type Transcript = { from: "client" | "server"; message: any }[];
+
+export interface AgentRun {
+  /** Step name -> what the model saw for that step's tool call. */
+  seen: Map<string, Seen>;
+  /** The repl tools as the model got them, named as the client named them to the model. */
+  tools: { name: string; description: string; schema?: unknown }[];
+  /** The client's stdout (its event stream), for debugging. */
+  answer: string;
+  transcript: Transcript;
+  /** Raw model-API request bodies, in order. */
+  requests: unknown[];
+}
+
+/** The arguments, after `process.execPath`, that start `server` behind the recorder writing `file`. */
+export function recorded(file: string, server: string[]): string[] {
+  return [RECORD, file, "--", ...server];
+}
+
+export function readTranscript(file: string): Transcript {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, "utf8")
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => JSON.parse(line) as { from: "client" | "server"; line: string })
+    .map(({ from, line }) => {
+      try {
+        return { from, message: JSON.parse(line) };
+      } catch {
+        return { from, message: line };
+      }
+    });
+}
+
+/** PATH, and a HOME and XDG directories of the run's own, so nothing of the developer's is read. */
+export function isolatedEnv(home: string, variables: Record<string, string>): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, ".config"),
+    XDG_CACHE_HOME: join(home, ".cache"),
+    ...variables,
+  };
+}
