@@ -7,6 +7,7 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { openingOf } from "../support/agents/client.ts";
 import { modelViewTests } from "../support/agents/expectations.ts";
 import { type GeminiRun, runGemini, runGeminiOn } from "../support/agents/gemini.ts";
 import { PLOT, SCRIPT, type Step } from "../support/agents/script.ts";
@@ -44,16 +45,13 @@ describe("Gemini CLI plays the scripted session against repl-mcp", () => {
   });
 
   test("it connects over stdio with initialize at 2025-06-18, as gemini-cli-mcp-client", () => {
-    const first = session.transcript.find((entry) => entry.from === "client")?.message;
-    expect({
-      method: first?.method,
-      protocolVersion: first?.params?.protocolVersion,
-      client: first?.params?.clientInfo?.name,
-    }).toEqual({ method: "initialize", protocolVersion: "2025-06-18", client: "gemini-cli-mcp-client" });
-    const answer = session.transcript.find(
-      (entry) => entry.from === "server" && entry.message.id === first?.id,
-    );
-    expect(answer?.message.result?.protocolVersion).toBe("2025-06-18");
+    expect(openingOf(session.transcript)).toEqual({
+      method: "initialize",
+      revision: "2025-06-18",
+      client: "gemini-cli-mcp-client",
+      answered: "2025-06-18",
+      initializes: 1,
+    });
   });
 
   test("the model gets the repl tools as mcp_repl_<tool>, with their descriptions", () => {

@@ -52,3 +52,22 @@ export function isolatedEnv(home: string, variables: Record<string, string>): Re
     ...variables,
   };
 }
+
+/** How a client opened its connection, read the same way in both eras, and what the server answered. */
+export function openingOf(transcript: Transcript) {
+  const first = transcript.find((entry) => entry.from === "client")?.message;
+  const answer = transcript.find(
+    (entry) => entry.from === "server" && entry.message?.id === first?.id,
+  )?.message;
+  const modern = first?.method === "server/discover";
+  const meta = first?.params?._meta ?? {};
+  return {
+    method: first?.method,
+    revision: modern ? meta["io.modelcontextprotocol/protocolVersion"] : first?.params?.protocolVersion,
+    client: modern ? meta["io.modelcontextprotocol/clientInfo"]?.name : first?.params?.clientInfo?.name,
+    answered: modern ? answer?.result?.supportedVersions : answer?.result?.protocolVersion,
+    initializes: transcript.filter(
+      (entry) => entry.from === "client" && entry.message?.method === "initialize",
+    ).length,
+  };
+}

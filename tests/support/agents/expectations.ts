@@ -3,13 +3,10 @@
 // promises. A client's own wrapper around a result (Codex's "Wall time: … Output:") is the client's and
 // is not counted against our byte budgets.
 import { expect, test } from "bun:test";
+import type { AgentRun } from "./client.ts";
 import type { Seen } from "./script.ts";
 
-export interface ModelView {
-  seen: Map<string, Seen>;
-  tools: { name: string; description: string }[];
-  transcript: { from: "client" | "server"; message: any }[];
-}
+export type ModelView = Pick<AgentRun, "seen" | "tools" | "transcript">;
 
 export interface ClientTraits {
   /** The client's own text around each result, removed before measuring ours. */
