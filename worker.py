@@ -1308,6 +1308,7 @@ class _PreviewTables:
     and again only when a module dict is replaced or has gained names (an import was still under way)."""
 
     _MODULES = ("numpy", "numpy.dtypes", "pandas")
+    _current = None  # the tables in use
 
     def __init__(self, dicts):
         self.key = [(names, len(names)) for names in dicts]
@@ -1327,13 +1328,11 @@ class _PreviewTables:
     @classmethod
     def now(cls):
         dicts = [_module_names(name) or _NO_NAMES for name in cls._MODULES]
-        tables = _PREVIEW_TABLES[0]
-        if tables is None or not tables.current(dicts):
-            tables = _PREVIEW_TABLES[0] = cls(dicts)
-        return tables
+        if cls._current is None or not cls._current.current(dicts):
+            cls._current = cls(dicts)
+        return cls._current
 
 
-_PREVIEW_TABLES = [None]  # the _PreviewTables in use
 _NO_NAMES = types.MappingProxyType({})  # a library not loaded: the same empty names every time
 
 

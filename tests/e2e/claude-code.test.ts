@@ -5,15 +5,15 @@
 // recording proxy does the same job. The 2026-only fixture peers show what a 2026 server's transcript looks
 // like, with the same recorders and the same checks.
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { launchHttpPeer } from "../fixtures/peers/launch.ts";
+import { readTranscript, recorded } from "../support/agents/client.ts";
 import { BINARY, taggedPids, tempDir, waitFor } from "../support/harness.ts";
 import { HttpServer } from "../support/http.ts";
 import { run } from "../support/run.ts";
 
 const CLAUDE = join(import.meta.dir, "../../node_modules/.bin/claude");
-const RECORD = join(import.meta.dir, "../support/record-stdio.ts");
 const STDIO_PEER_2026 = join(import.meta.dir, "../fixtures/peers/stdio-peer-2026.ts");
 const HTTP_PEER_2026 = join(import.meta.dir, "../fixtures/peers/http-peer-2026.ts");
 const MODERN = "2026-07-28";
@@ -73,10 +73,7 @@ class ClaudeHome {
       `REPL_MCP_TEST_TAG=${this.tag}`,
       "--",
       process.execPath,
-      RECORD,
-      transcript,
-      "--",
-      ...command,
+      ...recorded(transcript, command),
     );
     return transcript;
   }
@@ -90,25 +87,11 @@ class ClaudeHome {
   }
 }
 
-interface Recorded {
-  from: "client" | "server";
-  line: string;
-}
-
 type Message = { id?: unknown; method?: string; params?: Record<string, unknown> } & Record<string, unknown>;
 
 interface Exchange {
   from: string;
   message: Message;
-}
-
-function transcriptOf(file: string): Exchange[] {
-  if (!existsSync(file)) return [];
-  return readFileSync(file, "utf8")
-    .split("\n")
-    .filter((line) => line !== "")
-    .map((line) => JSON.parse(line) as Recorded)
-    .map(({ from, line }) => ({ from, message: JSON.parse(line) as Message }));
 }
 
 /**
@@ -165,9 +148,9 @@ describe("Claude Code over stdio", () => {
     const home = new ClaudeHome();
     const transcript = await home.addRecorded("peer", [process.execPath, STDIO_PEER_2026]);
     expect(await home.status("peer")).toBe(CONNECTED);
-    expect(opening(transcriptOf(transcript))).toEqual(MODERN_OPENING);
+    expect(opening(readTranscript(transcript))).toEqual(MODERN_OPENING);
     // The wrapper passed both directions through: the peer's tools reached Claude Code.
-    const lines = transcriptOf(transcript);
+    const lines = readTranscript(transcript);
     const list = lines.find((entry) => entry.from === "client" && entry.message.method === "tools/list");
     const listed = lines.find((entry) => entry.from === "server" && entry.message.id === list?.message.id);
     const tools = (listed?.message.result as { tools?: unknown[] } | undefined)?.tools ?? [];
@@ -179,7 +162,7 @@ describe("Claude Code over stdio", () => {
     const home = new ClaudeHome();
     const transcript = await home.addRecorded("repl", [BINARY]);
     const status = await home.status("repl");
-    expect({ status, ...opening(transcriptOf(transcript)) }).toEqual({
+    expect({ status, ...opening(readTranscript(transcript)) }).toEqual({
       status: CONNECTED,
       ...MODERN_OPENING,
     });
