@@ -3,7 +3,7 @@
 // for both builds (a target the 1.x build met must stay met).
 import { formatMiB, formatMs, formatRatio, median } from "./lib/stats.ts";
 import { table } from "./lib/table.ts";
-import type { Results } from "./report.ts";
+import type { Results } from "./results.ts";
 import { EXTRA_SESSIONS, HISTORY_RUNS, NAMESPACE_VARIABLES } from "./scaling.ts";
 
 /** design.md, "Performance targets" (the table raised in the 2.x round). */

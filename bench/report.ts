@@ -1,8 +1,6 @@
 // Turns the measurements into the printed report: one table per measurement, then the targets of
 // design.md ("Performance targets") next to the measured ratios. Misses are reported, never fatal.
 
-import type { BridgeResult } from "./bridge.ts";
-import type { FloodResult } from "./flood.ts";
 import type { TreeMemory } from "./lib/proc.ts";
 import { formatMiB, formatMs, formatRatio, median, summarize } from "./lib/stats.ts";
 import { table } from "./lib/table.ts";
@@ -13,11 +11,11 @@ import type {
   ProcessCpu,
   ProcessMemory,
   ReplMemory,
-  SpawnResult,
   WarmResult,
 } from "./phases.ts";
 import { bridgeSection, floodSection } from "./report-bridge.ts";
 import { targets, versusOld } from "./report-targets.ts";
+import type { Results } from "./results.ts";
 import {
   EXTRA_SESSIONS,
   type GrowthResult,
@@ -57,17 +55,6 @@ export interface Header {
   /** /proc/loadavg at the start and at the end: other work on the machine skews every figure. */
   loadBefore: string;
   loadAfter: string;
-}
-
-export interface Results {
-  spawn: SpawnResult;
-  firstCell: FirstCellResult;
-  warm: WarmResult;
-  memory: MemoryResult;
-  sessions: SessionsResult;
-  growth: GrowthResult;
-  flood: FloodResult;
-  bridge: BridgeResult;
 }
 
 const ms = (samples: readonly number[]) => summarize(samples);

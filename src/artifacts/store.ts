@@ -37,7 +37,9 @@ export class ArtifactStore {
   private bytes = 0;
   private ioJobs = 0;
   private readonly listeners = new Set<() => void>();
-  readonly uploads = new Uploads(this);
+  readonly uploads = new Uploads((owner, file, size, sha256, format) =>
+    this.adopt(owner, file, size, sha256, format),
+  );
 
   /** Called whenever artifacts appear or go (resources/list_changed). Returns an unsubscribe. */
   onChange(listener: () => void): () => void {

@@ -14,7 +14,6 @@ import {
 import { checkContent, fail } from "./content.ts";
 import { PrivateFile } from "./file.ts";
 import { type ArtifactFormat, type ArtifactReference, ArtifactMessages as M } from "./reference.ts";
-import type { ArtifactStore } from "./store.ts";
 
 interface Upload {
   id: string;
@@ -33,6 +32,15 @@ interface Upload {
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
+/** Publishes a finished upload's file as an artifact: the store's adopt(), handed down to us. */
+export type Publish = (
+  owner: string,
+  file: PrivateFile,
+  size: number,
+  sha256: string,
+  format: ArtifactFormat,
+) => ArtifactReference;
+
 export class Uploads {
   private readonly open = new Map<string, Upload>();
   /** Slots taken by begins still creating their file. */
@@ -40,7 +48,7 @@ export class Uploads {
   /** Where the pieces of handed-over uploads are read to be hashed. */
   private scratch: Buffer | undefined;
 
-  constructor(private readonly store: ArtifactStore) {}
+  constructor(private readonly publish: Publish) {}
 
   get unfinished(): number {
     return this.open.size + this.starting;
@@ -142,7 +150,7 @@ export class Uploads {
       await upload.file.close();
       throw error;
     }
-    return this.store.adopt(upload.owner, upload.file, upload.size, upload.hash.digest("hex"), upload.format);
+    return this.publish(upload.owner, upload.file, upload.size, upload.hash.digest("hex"), upload.format);
   }
 
   abort(owner: string, runId: string | null, uploadId: string) {

@@ -14,16 +14,16 @@ import { TASK_PROMOTE_AFTER_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import type { SessionScope } from "../sessions/scope.ts";
 import { NAME, VERSION } from "../version.ts";
+import type { Era } from "./era.ts";
 import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
+import type { RunPlan } from "./run-plan.ts";
 import { type ResultStyle, type Style, styleFor } from "./styles/table.ts";
 import { renderText } from "./styles/text.ts";
 import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
-import type { BoundCall, ClientSettings, RunPlan, ServerContext } from "./tools/tool.ts";
-
-export type Era = "legacy" | "modern";
+import type { BoundCall, ClientSettings, ServerContext } from "./tools/tool.ts";
 
 const INSTRUCTIONS =
   "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +

@@ -22,7 +22,7 @@ import { type ExecutionResult, Failures } from "../worker/result.ts";
 import { ActiveRun } from "../worker/run.ts";
 import type { Supervisor } from "../worker/supervisor.ts";
 import { isErrorValue } from "./render.ts";
-import type { RunPlan } from "./tools/tool.ts";
+import type { RunPlan } from "./run-plan.ts";
 
 type Status = "working" | "completed" | "failed" | "cancelled";
 

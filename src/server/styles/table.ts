@@ -13,7 +13,7 @@
 //
 // Each row is there because a test with that real client showed its model needs it.
 import * as v from "valibot";
-import type { Era } from "../server.ts";
+import type { Era } from "../era.ts";
 
 export const ResultStyleSetting = v.picklist(["auto", "structured", "text"]);
 export type ResultStyleSetting = v.InferOutput<typeof ResultStyleSetting>;

@@ -8,8 +8,8 @@ import type { SessionMetadata } from "../../sessions/metadata.ts";
 import { sizeText } from "../../text/size.ts";
 import { cutUtf8, utf8Bytes } from "../../text/utf8.ts";
 import type { DisplayRecord } from "../../worker/displays.ts";
+import type { Era } from "../era.ts";
 import { artifactNote, isErrorValue, notInlineNote, PICTURES_OMITTED } from "../render.ts";
-import type { Era } from "../server.ts";
 import type { Style } from "./table.ts";
 
 type Structured = Record<string, unknown>;

@@ -13,8 +13,9 @@ import {
 import { sizeText } from "../../text/size.ts";
 import { utf8Bytes } from "../../text/utf8.ts";
 import { ExecutionResult, type Failure } from "../../worker/result.ts";
+import type { RunPlan } from "../run-plan.ts";
 import { CellInput, ExpectedGeneration, SessionId, Timeout } from "./common.ts";
-import { defineTool, type RunPlan, type ServerContext, type ToolCall } from "./tool.ts";
+import { defineTool, type ServerContext, type ToolCall } from "./tool.ts";
 
 const WRITES = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
 

@@ -5,10 +5,8 @@
 import type * as v from "valibot";
 import { ProtocolError } from "../../errors.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
-import type { Session } from "../../sessions/session.ts";
-import type { ExecutionResult } from "../../worker/result.ts";
 import type { ActiveRun } from "../../worker/run.ts";
-import type { RunRequest } from "../../worker/supervisor.ts";
+import type { RunPlan } from "../run-plan.ts";
 import { type JsonSchema, jsonSchemaOf, outputSchemaOf, parseArguments } from "../schema.ts";
 import type { ResultStyleSetting } from "../styles/table.ts";
 import type { TaskBoard } from "../tasks.ts";
@@ -37,11 +35,6 @@ export interface ToolCall {
   /** Told about the run a call starts, once it holds the session's slot (progress reporting). */
   onRun?: (run: ActiveRun) => void;
 }
-
-/** What an execution tool would run, or the answer it gives without running anything. */
-export type RunPlan =
-  | { session: Session; request: Omit<RunRequest, "signal" | "onRun">; refusal?: undefined }
-  | { session: Session; refusal: ExecutionResult };
 
 export interface Annotations {
   readOnlyHint: boolean;
