@@ -10,7 +10,17 @@
 // Cross-compiling uses Bun's own runtime for the target platform. For any target other than the
 // host, Bun fetches that runtime from the npm registry (package @oven/bun-<os>-<cpu>) the first time
 // and caches it under ~/.bun/install/cache (or $BUN_INSTALL_CACHE_DIR); later builds are offline.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -58,6 +68,11 @@ export interface ReleaseOptions {
   /** Modification time stored in the archives; defaults to $SOURCE_DATE_EPOCH, else 0. */
   mtime?: number;
   log?: (message: string) => void;
+  /**
+   * Binaries already compiled by release/build.ts, packed as they are instead of compiling those targets
+   * again (the tests package the dist/ build they test everywhere else). Built under the name `repl-mcp`.
+   */
+  prebuilt?: Partial<Record<ReleaseTarget, string>>;
 }
 
 export class ReleaseError extends Error {}
@@ -176,20 +191,29 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
   // One profile of a host build lays out the bytecode of every target (release/profile.ts).
   const profileDir = mkdtempSync(join(tmpdir(), "repl-mcp-release-profile-"));
   try {
-    log("recording the bytecode profile");
-    const bytecodeOrder = await recordProductProfile(profileDir);
+    const prebuilt = options.prebuilt ?? {};
+    const compiling = targets.some((target) => prebuilt[target] === undefined);
+    if (compiling) log("recording the bytecode profile");
+    const bytecodeOrder = compiling ? await recordProductProfile(profileDir) : [];
     for (const target of targets) {
-      const runtime = target === hostTarget() ? "host" : runtimeIsCached(target) ? "cached" : "to download";
-      log(`compiling ${target} (Bun runtime: ${runtime})`);
-      // Compile under the in-archive name: Bun embeds the output file name in the binary, so this keeps
-      // the raw asset and the archive member byte-identical and the build reproducible.
-      const workdir = join(outdir, `.build-${target}`);
-      rmSync(workdir, { recursive: true, force: true });
-      const built = join(workdir, "repl-mcp");
-      await compileTarget(target, built, bytecodeOrder);
       const binaryPath = join(outdir, binaryAssetName(target));
-      renameSync(built, binaryPath);
-      rmSync(workdir, { recursive: true, force: true });
+      const given = prebuilt[target];
+      if (given === undefined) {
+        const runtime = target === hostTarget() ? "host" : runtimeIsCached(target) ? "cached" : "to download";
+        log(`compiling ${target} (Bun runtime: ${runtime})`);
+        // Compile under the in-archive name: Bun embeds the output file name in the binary, so this keeps
+        // the raw asset and the archive member byte-identical and the build reproducible.
+        const workdir = join(outdir, `.build-${target}`);
+        rmSync(workdir, { recursive: true, force: true });
+        const built = join(workdir, "repl-mcp");
+        await compileTarget(target, built, bytecodeOrder);
+        renameSync(built, binaryPath);
+        rmSync(workdir, { recursive: true, force: true });
+      } else {
+        log(`packing the prebuilt ${target} binary ${given}`);
+        copyFileSync(given, binaryPath);
+        chmodSync(binaryPath, 0o755);
+      }
 
       const data = await Bun.file(binaryPath).bytes();
       if (data.length === 0) throw new ReleaseError(`compiling ${target} produced an empty file`);

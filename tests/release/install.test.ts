@@ -1,7 +1,7 @@
 // The install path users follow: the release build for this platform, served from a fake GitHub
 // release on 127.0.0.1, installed by release/install.sh. Every failure mode must refuse cleanly,
 // leave an existing installation untouched and leave no temporary files behind.
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import {
   chmodSync,
   closeSync,
@@ -29,7 +29,6 @@ import {
 } from "../../release/release.ts";
 import { Harness } from "../support/harness.ts";
 import {
-  buildTestRelease,
   CHECKOUT_INSTALL_SH,
   FakeReleaseServer,
   isInside,
@@ -39,6 +38,7 @@ import {
   ROOT,
   removeTree,
   run,
+  sharedTestRelease,
   stageBinaryOutsideCheckout,
   TEST_TARGET,
   VERSION,
@@ -59,14 +59,10 @@ let release: ReleaseResult;
 let binarySha = "";
 
 beforeAll(async () => {
-  buildDir = makeTempDir("repl-mcp-release-build-");
-  release = await buildTestRelease(buildDir, target);
+  release = await sharedTestRelease(target);
+  buildDir = release.outdir;
   binarySha = sha256Hex(readFileSync(join(buildDir, BINARY)));
 }, 240_000);
-
-afterAll(() => {
-  if (buildDir) removeTree(buildDir);
-});
 
 /** The install.sh users download: the release build's, with the shared code written into it. */
 function installer(): string {

@@ -11,7 +11,7 @@ import { sha256Hex } from "../../release/archive.ts";
 import { MAIN_PACKAGE, platformPackageName } from "../../release/npm.ts";
 import type { ReleaseResult } from "../../release/release.ts";
 import { Harness, waitFor } from "../support/harness.ts";
-import { buildTestRelease, makeTempDir, ROOT, removeTree, run, TEST_TARGET, VERSION } from "./support.ts";
+import { makeTempDir, ROOT, removeTree, run, sharedTestRelease, TEST_TARGET, VERSION } from "./support.ts";
 
 const NODE = Bun.which("node");
 const NPM = Bun.which("npm");
@@ -92,7 +92,7 @@ async function npm(args: string[], cwd = join(dir, "work"), env: Record<string, 
 beforeAll(async () => {
   if (UNAVAILABLE) return;
   dir = makeTempDir("repl-mcp-npm-");
-  release = await buildTestRelease(join(dir, "release"), target);
+  release = await sharedTestRelease(target);
   await startVerdaccio();
   const home = join(dir, "home");
   for (const sub of [home, join(dir, "work")]) mkdirSync(sub);

@@ -2,7 +2,7 @@
 // Claude Code (the devDependency) in an isolated HOME adding the repository as a marketplace, installing
 // the plugin and connecting to its server. The launcher must fetch and verify the release once, exec it,
 // never touch the network again, and refuse a tampered asset in one line with nothing installed.
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, mkdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import marketplace from "../../.claude-plugin/marketplace.json" with { type: "json" };
@@ -11,7 +11,6 @@ import plugin from "../../release/plugin/.claude-plugin/plugin.json" with { type
 import { archiveAssetName, CHECKSUMS_NAME } from "../../release/release.ts";
 import { Harness, taggedPids, waitFor } from "../support/harness.ts";
 import {
-  buildTestRelease,
   FakeReleaseServer,
   linkOrCopy,
   listDir,
@@ -19,6 +18,7 @@ import {
   ROOT,
   removeTree,
   run,
+  sharedTestRelease,
   TEST_TARGET,
   VERSION,
 } from "./support.ts";
@@ -35,13 +35,8 @@ let buildDir = "";
 
 beforeAll(async () => {
   if (TEST_TARGET === undefined) return;
-  buildDir = makeTempDir("repl-mcp-plugin-build-");
-  await buildTestRelease(buildDir, target);
+  buildDir = (await sharedTestRelease(target)).outdir;
 }, 240_000);
-
-afterAll(() => {
-  if (buildDir) removeTree(buildDir);
-});
 
 interface Fixture {
   root: string;

@@ -1,10 +1,24 @@
 // Helpers for the release tests: temporary directories, running commands with a deadline, a fake
 // release server on 127.0.0.1, and staging the release binary outside the checkout.
-import { copyFileSync, linkSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve, sep } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { buildRelease, hostTarget, type ReleaseResult, type ReleaseTarget } from "../../release/release.ts";
+import { BINARY } from "../support/harness.ts";
 
 export const ROOT = resolve(import.meta.dir, "../..");
 /** install.sh as it is in the repository: it sources the plugin's fetch-release.sh beside it. */
@@ -52,9 +66,77 @@ export function listDir(dir: string): string[] {
 /** The platform the release tests build for: the host's own, so the binary can run here. */
 export const TEST_TARGET: ReleaseTarget | undefined = hostTarget();
 
-/** Builds only the given target's release assets (binary, archive, install.sh, SHA256SUMS). */
-export function buildTestRelease(outdir: string, target: ReleaseTarget): Promise<ReleaseResult> {
-  return buildRelease({ targets: [target], outdir, log: () => {} });
+/**
+ * The given target's release assets (binary, archive, install.sh, SHA256SUMS, npm packages), packed from
+ * the binary every other test runs (dist/repl-mcp, or REPL_MCP_BINARY): `npm test` has just built it
+ * with the release's own compile flags and profile, so compiling it again would test nothing new.
+ *
+ * Packing the 110 MiB binary costs seconds of CPU, so the test files share one copy: it is made once per
+ * binary and release code, under a lock, in dist/test-release/<key>/, and only read afterwards. Whoever
+ * makes a new one removes the others.
+ */
+export async function sharedTestRelease(target: ReleaseTarget): Promise<ReleaseResult> {
+  const key = releaseKey(target);
+  const parent = join(ROOT, "dist", "test-release");
+  const done = join(parent, `${key}.json`);
+  mkdirSync(parent, { recursive: true });
+  for (;;) {
+    if (existsSync(done)) return JSON.parse(readFileSync(done, "utf8")) as ReleaseResult;
+    const lock = join(parent, `${key}.lock`);
+    if (takeLock(lock)) {
+      try {
+        for (const entry of readdirSync(parent)) {
+          if (!entry.startsWith(key)) rmSync(join(parent, entry), { recursive: true, force: true });
+        }
+        const outdir = join(parent, key);
+        rmSync(outdir, { recursive: true, force: true });
+        const built = await buildRelease({
+          targets: [target],
+          outdir,
+          log: () => {},
+          prebuilt: { [target]: BINARY },
+        });
+        writeFileSync(`${done}.tmp`, JSON.stringify(built));
+        renameSync(`${done}.tmp`, done);
+        return built;
+      } finally {
+        rmSync(lock, { recursive: true, force: true });
+      }
+    }
+    await Bun.sleep(100);
+  }
+}
+
+/** The binary and everything under release/ that shapes the assets, hashed. */
+function releaseKey(target: ReleaseTarget): string {
+  const hash = new Bun.CryptoHasher("sha256").update(target).update(readFileSync(BINARY));
+  const add = (dir: string) => {
+    for (const name of readdirSync(dir).sort()) {
+      const path = join(dir, name);
+      if (statSync(path).isDirectory()) add(path);
+      else hash.update(path).update(readFileSync(path));
+    }
+  };
+  add(join(ROOT, "release"));
+  return hash.digest("hex").slice(0, 24);
+}
+
+/** A directory as a lock, with the holder's pid inside; a lock whose holder is gone is taken over. */
+function takeLock(lock: string): boolean {
+  try {
+    mkdirSync(lock);
+    writeFileSync(join(lock, "pid"), String(process.pid));
+    return true;
+  } catch {
+    let holder = 0;
+    try {
+      holder = Number(readFileSync(join(lock, "pid"), "utf8"));
+    } catch {
+      return false; // being made right now
+    }
+    if (holder > 0 && !existsSync(`/proc/${holder}`)) rmSync(lock, { recursive: true, force: true });
+    return false;
+  }
 }
 
 /**
