@@ -1,14 +1,169 @@
-// Runs the whole suite with bun's test runner and ends with the plain `N passed, N failed` line that CI
-// reads. bun prints its summary on stderr; it is passed through and parsed. A file that fails to load
-// counts as a failure. The exit code is bun's.
-export {};
+// Runs the suite with bun's test runner and ends with the plain `N passed, N failed` line that CI reads.
+// bun prints its summary on stderr; it is passed through and parsed. A file that fails to load counts as
+// a failure. The exit code is bun's.
+//
+// Files run in parallel worker processes (most of a test's time is spent waiting on the processes it
+// drives), the slowest first as recorded in tests/timings.json. Arguments are passed to `bun test`, so
+// `bun run tests/run.ts broker` runs the files whose path contains "broker" (docs/development.md).
+import { dlopen, FFIType } from "bun:ffi";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { homeEnv, WORKER_CACHE_VARIABLE } from "./support/home.ts";
 
 const args = process.argv.slice(2);
-// bun 1.4 ignores bunfig.toml's [test] timeout, so the default per-test limit is given here.
-const proc = Bun.spawn([process.execPath, "test", "--timeout", "60000", ...args], {
-  stdout: "inherit",
-  stderr: "pipe",
-});
+const timings = join(import.meta.dir, "timings.json");
+
+/**
+ * `python3` on PATH may be a shim (pyenv's costs 0.3 s of CPU per start, more than the rest of a test
+ * server's start together). Every test starts servers that start `python3`, so the suite runs with the
+ * interpreter the shim stands for first on PATH: the same Python, without paying the shim each time.
+ */
+function pathWithRealPython(): string {
+  const path = process.env.PATH ?? "/usr/bin:/bin";
+  const found = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"], { env: process.env });
+  const real = found.success ? found.stdout.toString().trim() : "";
+  return real.startsWith("/") ? `${dirname(real)}:${path}` : path;
+}
+
+/**
+ * A worker cache as a server leaves it after its first cell (the worker's source and its compiled code),
+ * for tests/support/home.ts to copy into each test server's fresh home; undefined if it cannot be made.
+ */
+async function prepareWorkerCache(path: string): Promise<string | undefined> {
+  const binary = resolve(process.env.REPL_MCP_BINARY ?? join(import.meta.dir, "../dist/repl-mcp"));
+  const home = mkdtempSync(join(tmpdir(), "repl-mcp-test-cache-"));
+  process.on("exit", () => rmSync(home, { recursive: true, force: true }));
+  const server = Bun.spawn([binary], {
+    cwd: home,
+    env: { ...homeEnv(home), PATH: path },
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "ignore",
+  });
+  const requests = [
+    {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-11-25",
+        capabilities: {},
+        clientInfo: { name: "tests/run.ts", version: "0" },
+      },
+    },
+    { jsonrpc: "2.0", method: "notifications/initialized" },
+    {
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: { name: "execute_python", arguments: { code: "1" } },
+    },
+  ];
+  server.stdin.write(`${requests.map((request) => JSON.stringify(request)).join("\n")}\n`);
+  await server.stdin.flush();
+  const timer = setTimeout(() => server.kill("SIGKILL"), 30_000);
+  let seen = "";
+  for await (const chunk of server.stdout) {
+    seen += new TextDecoder().decode(chunk);
+    if (seen.includes('"id":2')) break;
+  }
+  server.stdin.end();
+  await server.exited;
+  clearTimeout(timer);
+  return seen.includes('"id":2') ? join(home, ".cache", "repl-mcp") : undefined;
+}
+
+/** Worker processes: files mostly wait on servers and Python, so more than one per core pays off. */
+const WORKERS = Number(process.env.REPL_MCP_TEST_WORKERS ?? 4);
+
+/**
+ * Every process the suite starts and then loses (its parent gone before it) is re-parented to this
+ * runner instead of to init (Linux's child subreaper), so the processes still here when the tests are
+ * over are exactly the ones a test left behind. Returns false where that cannot be arranged.
+ */
+function adoptOrphans(): boolean {
+  if (process.platform !== "linux") return false;
+  try {
+    const PR_SET_CHILD_SUBREAPER = 36;
+    const { symbols } = dlopen("libc.so.6", {
+      prctl: {
+        args: [FFIType.i32, FFIType.u64, FFIType.u64, FFIType.u64, FFIType.u64],
+        returns: FFIType.i32,
+      },
+    });
+    return symbols.prctl(PR_SET_CHILD_SUBREAPER, 1n, 0n, 0n, 0n) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Live children of this process other than `except`, with their command lines. */
+function children(except: Set<number>): { pid: number; command: string }[] {
+  const found: { pid: number; command: string }[] = [];
+  for (const task of readdirSync(`/proc/${process.pid}/task`)) {
+    let listed = "";
+    try {
+      listed = readFileSync(`/proc/${process.pid}/task/${task}/children`, "utf8");
+    } catch {
+      continue;
+    }
+    for (const pid of listed.split(/\s+/).filter(Boolean).map(Number)) {
+      if (except.has(pid)) continue;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+        if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
+        const command = readFileSync(`/proc/${pid}/cmdline`, "latin1").replaceAll("\0", " ").trim();
+        found.push({ pid, command });
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+  }
+  return found;
+}
+
+/** Processes the tests left behind (after a grace for the ones still exiting): reported, then killed. */
+async function leftBehind(except: Set<number>): Promise<number> {
+  const deadline = Date.now() + 10_000;
+  let left = children(except);
+  while (left.length > 0 && Date.now() < deadline) {
+    await Bun.sleep(100);
+    left = children(except);
+  }
+  for (const { pid, command } of left) {
+    console.error(`left behind by the tests: pid ${pid}: ${command.slice(0, 300)}`);
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {}
+  }
+  return left.length;
+}
+
+const watching = adoptOrphans();
+const path = pathWithRealPython();
+const workerCache = await prepareWorkerCache(path);
+const proc = Bun.spawn(
+  [
+    process.execPath,
+    "test",
+    // bun 1.4 ignores bunfig.toml's [test] timeout, so the default per-test limit is given here.
+    "--timeout",
+    "60000",
+    `--parallel=${WORKERS}`,
+    // One module registry per worker across its files: evaluating the SDK and the helpers again for
+    // each of ~90 files costs more CPU than a worker has to spare. Test files therefore register their
+    // own hooks; a helper module must not (tests/fixtures/peers/self-test.ts shows how).
+    "--no-isolate",
+    `--timings=${timings}`,
+    ...args,
+  ],
+  {
+    stdout: "inherit",
+    stderr: "pipe",
+    env: { ...process.env, PATH: path, ...(workerCache ? { [WORKER_CACHE_VARIABLE]: workerCache } : {}) },
+  },
+);
 
 let tail = "";
 const decoder = new TextDecoder();
@@ -17,11 +172,14 @@ for await (const chunk of proc.stderr) {
   tail = (tail + decoder.decode(chunk, { stream: true })).slice(-20_000);
 }
 const code = await proc.exited;
+const orphans = watching ? await leftBehind(new Set()) : 0;
 
 const count = (label: string) => Number(tail.match(new RegExp(`^\\s*(\\d+) ${label}\\s*$`, "m"))?.[1] ?? 0);
 const passed = count("pass");
 const failed = count("fail") + count("errors?");
 // bun exits nonzero without a summary when nothing could run at all: count that as one failure.
-const reported = failed === 0 && code !== 0 ? 1 : failed;
+const reported = (failed === 0 && code !== 0 ? 1 : failed) + orphans;
+if (orphans > 0)
+  console.error(`${orphans} processes were left behind by the tests (listed above): a failure`);
 console.log(`${passed} passed, ${reported} failed`);
-process.exit(code);
+process.exit(code !== 0 ? code : orphans > 0 ? 1 : 0);

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { launchHttpPeer } from "../fixtures/peers/launch.ts";
 import { readTranscript, recorded } from "../support/agents/client.ts";
 import { BINARY, taggedPids, tempDir, waitFor } from "../support/harness.ts";
+import { homeEnv } from "../support/home.ts";
 import { HttpServer } from "../support/http.ts";
 import { run } from "../support/run.ts";
 
@@ -44,10 +45,7 @@ class ClaudeHome {
 
   env(): Record<string, string> {
     return {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: this.home,
-      XDG_CONFIG_HOME: join(this.home, ".config"),
-      XDG_CACHE_HOME: join(this.home, ".cache"),
+      ...homeEnv(this.home),
       DISABLE_TELEMETRY: "1",
       DISABLE_AUTOUPDATER: "1",
       DISABLE_ERROR_REPORTING: "1",

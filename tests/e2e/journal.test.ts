@@ -284,7 +284,8 @@ test("a call that times out after dispatch is outcome_unknown on disk before the
       "import json",
       "mcp.list_tools('peer')  # connected and listed, so the slow call is dispatched at once",
       "try:",
-      "    mcp.call('peer', 'slow_write', arguments={'path': '/nonexistent/never', 'seconds': 3}, timeout=0.05)",
+      // 1 s is far past the time to dispatch (even on a loaded machine) and far short of the 3 s write.
+      "    mcp.call('peer', 'slow_write', arguments={'path': '/nonexistent/never', 'seconds': 3}, timeout=1)",
       "    error = None",
       "except Exception as e:",
       "    error = str(e)",

@@ -6,6 +6,7 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Client, type JSONRPCMessage, type Transport } from "@modelcontextprotocol/client";
 import { BINARY, type ToolResult, taggedPids, tempDir, waitFor } from "../support/harness.ts";
+import { homeEnv } from "../support/home.ts";
 
 export interface FaultServerOptions {
   args?: string[];
@@ -90,10 +91,7 @@ export class FaultServer {
     this.proc = Bun.spawn([BINARY, ...(options.args ?? [])], {
       cwd: this.project,
       env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: this.home,
-        XDG_CACHE_HOME: join(this.home, ".cache"),
-        XDG_CONFIG_HOME: join(this.home, ".config"),
+        ...homeEnv(this.home),
         REPL_MCP_TEST_TAG: this.tag,
         ...options.env,
       },

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type CallToolResult, Client } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { homeEnv } from "./home.ts";
 
 /** A C call that holds the GIL with SIGINT blocked: no KeyboardInterrupt can reach Python code. */
 export const STUCK_IN_C =
@@ -148,14 +149,7 @@ export class Harness extends ToolClient {
   }
 
   env(extra: Record<string, string> = {}): Record<string, string> {
-    return {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      HOME: this.home,
-      XDG_CACHE_HOME: join(this.home, ".cache"),
-      XDG_CONFIG_HOME: join(this.home, ".config"),
-      REPL_MCP_TEST_TAG: this.tag,
-      ...extra,
-    };
+    return { ...homeEnv(this.home), REPL_MCP_TEST_TAG: this.tag, ...extra };
   }
 
   get serverPid(): number {
@@ -178,15 +172,16 @@ export class Harness extends ToolClient {
 }
 
 export function taggedPids(tag: string): number[] {
-  const needle = `REPL_MCP_TEST_TAG=${tag}`;
+  // Each NUL-terminated entry of /proc/<pid>/environ; the tag is matched whole. Runs often (every wait
+  // for processes to go), over every process of a parallel run, so only a match costs a second read.
+  const needle = `\0REPL_MCP_TEST_TAG=${tag}\0`;
   const found: number[] = [];
   for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
     try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "latin1");
-      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
-      if (readFileSync(`/proc/${entry}/environ`, "latin1").split("\0").includes(needle))
-        found.push(Number(entry));
+      if (!`\0${readFileSync(`/proc/${entry}/environ`, "latin1")}`.includes(needle)) continue;
+      if (pidAlive(pid)) found.push(pid);
     } catch {
       // The process ended while we looked.
     }

@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { BINARY, type Era, ToolClient, taggedPids, tempDir, waitFor } from "./harness.ts";
+import { homeEnv } from "./home.ts";
 
 export class HttpServer {
   readonly tag = crypto.randomUUID();
@@ -53,10 +54,7 @@ export class HttpServer {
     server.proc = Bun.spawn([BINARY, "--transport", "http", "--port", "0", ...args], {
       cwd: server.project,
       env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: server.home,
-        XDG_CACHE_HOME: join(server.home, ".cache"),
-        XDG_CONFIG_HOME: join(server.home, ".config"),
+        ...homeEnv(server.home),
         REPL_MCP_TEST_TAG: server.tag,
         ...env,
       },

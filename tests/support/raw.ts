@@ -3,6 +3,7 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "./harness.ts";
+import { homeEnv } from "./home.ts";
 
 export interface RawOptions {
   args?: string[];
@@ -59,10 +60,7 @@ export class RawServer {
     const proc = Bun.spawn([BINARY, ...(options.args ?? [])], {
       cwd: project,
       env: {
-        PATH: process.env.PATH ?? "/usr/bin:/bin",
-        HOME: home,
-        XDG_CACHE_HOME: join(home, ".cache"),
-        XDG_CONFIG_HOME: join(home, ".config"),
+        ...homeEnv(home),
         REPL_MCP_TEST_TAG: tag,
         ...options.env,
       },

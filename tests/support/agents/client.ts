@@ -3,6 +3,7 @@
 // the client away from the developer's own configuration.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { homeEnv } from "../home.ts";
 import type { Seen } from "./script.ts";
 
 const RECORD = join(import.meta.dir, "../record-stdio.ts");
@@ -44,13 +45,7 @@ export function readTranscript(file: string): Transcript {
 
 /** PATH, and a HOME and XDG directories of the run's own, so nothing of the developer's is read. */
 export function isolatedEnv(home: string, variables: Record<string, string>): Record<string, string> {
-  return {
-    PATH: process.env.PATH ?? "/usr/bin:/bin",
-    HOME: home,
-    XDG_CONFIG_HOME: join(home, ".config"),
-    XDG_CACHE_HOME: join(home, ".cache"),
-    ...variables,
-  };
+  return { ...homeEnv(home), ...variables };
 }
 
 /** How a client opened its connection, read the same way in both eras, and what the server answered. */

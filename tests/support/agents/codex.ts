@@ -6,6 +6,7 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BINARY, taggedPids, tempDir, waitFor } from "../harness.ts";
+import { homeEnv } from "../home.ts";
 import { type AgentRun, isolatedEnv, readTranscript, recorded } from "./client.ts";
 import { FakeOpenAI, type ModelTool, type RecordedRequest } from "./fake-openai.ts";
 import { SCRIPT, type Step, SYSTEM_PYTHON } from "./script.ts";
@@ -167,10 +168,7 @@ export async function runCodexSession(session: CodexSession): Promise<CodexRun> 
         sandboxMode: session.sandboxMode === undefined ? "workspace-write" : session.sandboxMode,
         toolsApproval: session.toolsApproval === undefined ? "approve" : session.toolsApproval,
         serverEnv: {
-          PATH: process.env.PATH ?? "/usr/bin:/bin",
-          HOME: home,
-          XDG_CONFIG_HOME: join(home, ".config"),
-          XDG_CACHE_HOME: join(home, ".cache"),
+          ...homeEnv(home),
           ...session.env,
           REPL_MCP_TEST_TAG: tag,
         },
