@@ -2650,11 +2650,13 @@ def _imported_distributions():
 # request downstream.
 # =====================================================================================================
 class ToolError(RuntimeError):
-    """A failed MCP call: `.result` holds the tool's error envelope, or None for a broker refusal."""
+    """A failed MCP call: `.result` holds the tool's error envelope, or None for a broker refusal, and
+    `.code` the broker's stable code for a refusal (e.g. "TOOL_DENIED"), or None."""
 
-    def __init__(self, message, result=None):
+    def __init__(self, message, result=None, code=None):
         super().__init__(message)
         self.result = result
+        self.code = code
 
 
 class _Envelope(dict):
@@ -2666,7 +2668,7 @@ class _Envelope(dict):
 
 
 class _Pending:
-    __slots__ = ("id", "run_id", "event", "loop", "future", "result", "error", "done")
+    __slots__ = ("id", "run_id", "event", "loop", "future", "result", "error", "error_code", "done")
 
     def __init__(self, request_id, run_id, loop=None, future=None, event=None):
         self.id = request_id
@@ -2676,6 +2678,7 @@ class _Pending:
         self.future = future
         self.result = None
         self.error = None
+        self.error_code = None
         self.done = False
 
 
@@ -2720,7 +2723,8 @@ class _Bridge:
         pending = self._forget(frame.get("id"))
         if pending is None:
             return  # given up already
-        pending.result, pending.error, pending.done = frame.get("result"), frame.get("error"), True
+        pending.result, pending.error = frame.get("result"), frame.get("error")
+        pending.error_code, pending.done = frame.get("error_code"), True
         if pending.future is not None:
             try:
                 pending.loop.call_soon_threadsafe(_settle_future, pending)
@@ -2801,7 +2805,11 @@ def _settle_future(pending):
 
 def _unwrap(pending):
     if pending.error is not None:
-        raise ToolError(str(pending.error))
+        message, code = str(pending.error), pending.error_code
+        if isinstance(code, str) and code.startswith("APPROVAL_"):
+            # The person's say, like a tool's own refusal: what `except McpToolError` is written for.
+            raise McpToolError(message, None, message, None, code)
+        raise ToolError(message, code=code if isinstance(code, str) else None)
     return pending.result
 
 
@@ -2975,14 +2983,15 @@ _JSON_PY_NAMES = {
 
 
 class McpToolError(ToolError):
-    """A tool called as mcp.<server>.<tool>() answered isError: true.
+    """A tool called as mcp.<server>.<tool>() answered isError: true, or a call (from any mcp path)
+    was not approved by the person: `.code` is then "APPROVAL_REQUIRED" and `.envelope` None.
 
     `.text` is its text blocks joined, `.envelope` (also `.result`) its complete CallToolResult and
     `.journal_id` the id of its record in mcp.journal().
     """
 
-    def __init__(self, message, envelope, text, journal_id):
-        super().__init__(message, envelope)
+    def __init__(self, message, envelope, text, journal_id, code=None):
+        super().__init__(message, envelope, code)
         self.envelope = envelope
         self.text = text
         self.journal_id = journal_id

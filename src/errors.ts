@@ -39,6 +39,7 @@ export const ERROR_CODES = [
   "UNKNOWN_SERVER", //           not a configured, broker-allowed server
   "UNKNOWN_TOOL", //             the peer does not list that tool
   "TOOL_DENIED", //              allowedTools does not grant it
+  "APPROVAL_REQUIRED", //        the registry's approve asks for the person, and nobody could be asked
   "CONNECT_FAILED", //           the peer could not be reached (or failed recently)
   "CONNECT_TIMEOUT", //          connecting or initializing took too long
   "DEADLINE_EXCEEDED", //        the call's own timeout expired; the outcome may be unknown

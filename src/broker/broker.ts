@@ -11,6 +11,7 @@ import {
   TIMEOUT_MIN_SECONDS,
 } from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
+import { approvalRequired, needsApproval } from "./approval.ts";
 import { checkArguments, validateAgainstSchema } from "./arguments.ts";
 import { Catalogues, granted, type Tool } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
@@ -140,6 +141,9 @@ export class Broker {
         const definition = tools.find((candidate) => candidate.name === tool);
         if (!definition) throw new ReplError("UNKNOWN_TOOL", UNKNOWN_TOOL);
         await validateAgainstSchema(definition.inputSchema, argumentsObject);
+        // Before the deadline check and the journal: a call the person has not approved is never sent.
+        if (needsApproval(entry, definition))
+          throw new ReplError("APPROVAL_REQUIRED", approvalRequired(server, tool));
         const remaining = deadline - Date.now();
         if (remaining <= 0) {
           throw new ReplError(

@@ -21,6 +21,7 @@ const Policy = {
   disabled: v.optional(v.boolean()),
   brokerAllowed: v.optional(v.boolean()),
   allowedTools: v.optional(v.array(NonEmpty)),
+  approve: v.optional(v.union([v.picklist(["writes", "all"]), v.array(NonEmpty)])),
 };
 
 const StdioFields = {
@@ -68,6 +69,8 @@ export const ServerEntry = v.object({
   name: v.string(),
   transport: v.variant("type", [StdioTransport, HttpTransport]),
   allowedTools: v.optional(v.array(v.string())),
+  /** Tools the person approves before each call (src/broker/approval.ts); absent: none. */
+  approve: v.optional(v.union([v.picklist(["writes", "all"]), v.array(v.string())])),
   /** The source it came from, for explain/health. */
   scope: v.picklist(["project", "user", "local", "config"]),
 });
@@ -146,6 +149,8 @@ export function parseEntry(name: string, raw: unknown): RawEntry {
   }
   if (field === "command") throw fail("stdio entries need a non-empty command");
   if (field === "url") throw fail("http entries need a url");
+  if (field === "approve" || field.startsWith("approve."))
+    throw fail('invalid value for "approve"; use "writes", "all" or a list of tool-name patterns');
   throw fail(`invalid value for "${field}"`);
 }
 
@@ -161,7 +166,7 @@ export function resolveEntry(
 ): ServerEntry {
   const fail: Fail = (what, code) => configError(`MCP server "${name}": ${what}`, code);
   const sub = (value: string) => substitute(value, env);
-  const policy = { name, scope, allowedTools: entry.allowedTools };
+  const policy = { name, scope, allowedTools: entry.allowedTools, approve: entry.approve };
   if (entry.type === "stdio") {
     if (!entry.command) throw fail("stdio entries need a non-empty command");
     const cwd = entry.cwd === undefined ? base : resolvePath(base, sub(entry.cwd));

@@ -1,7 +1,7 @@
 // Bridge requests from a worker: only the active, uncancelled run may make them, at most 64 at a
 // time. Each is served by the bridge function the session provides (the broker lives above us) and
 // answered with an rpc_result that always fits in a frame.
-import { describe } from "../errors.ts";
+import { codeOf, describe, type ErrorCodeName } from "../errors.ts";
 import { FRAME_MAX_BYTES, RPC_CONCURRENCY } from "../limits.ts";
 import { encodeFrame, FrameTooLargeError } from "../wire/lines.ts";
 import type { RpcFrame } from "./frames.ts";
@@ -19,6 +19,12 @@ export const OVERSIZED =
   "MCP result exceeds IPC limit; call may have completed. Inspect mcp.journal(); do not blindly retry external writes.";
 const NO_BROKER = "The MCP broker is not available in this server";
 
+/** Why a request failed: its message for the cell, and the stable code a cell can branch on. */
+interface Refusal {
+  message: string;
+  code: ErrorCodeName;
+}
+
 export class RpcDesk {
   private readonly outstanding = new Map<string, AbortController>();
 
@@ -35,7 +41,7 @@ export class RpcDesk {
       this.outstanding.size >= RPC_CONCURRENCY ||
       this.outstanding.has(frame.id)
     ) {
-      this.answer(frame.id, null, REFUSED);
+      this.answer(frame.id, null, { message: REFUSED, code: "LIMIT_EXCEEDED" });
       return;
     }
     const controller = new AbortController();
@@ -49,7 +55,7 @@ export class RpcDesk {
       : Promise.reject(new Error(NO_BROKER));
     work.then(
       (result) => this.settle(frame.id, controller, result ?? null, null),
-      (error) => this.settle(frame.id, controller, null, describe(error)),
+      (error) => this.settle(frame.id, controller, null, { message: describe(error), code: codeOf(error) }),
     );
   }
 
@@ -67,20 +73,32 @@ export class RpcDesk {
     this.outstanding.clear();
   }
 
-  private settle(id: string, controller: AbortController, result: unknown, error: string | null): void {
+  private settle(id: string, controller: AbortController, result: unknown, error: Refusal | null): void {
     if (this.outstanding.get(id) !== controller) return;
     this.outstanding.delete(id);
     this.answer(id, result, error);
   }
 
-  private answer(id: string, result: unknown, error: string | null): void {
+  private answer(id: string, result: unknown, error: Refusal | null): void {
     if (!this.worker.alive) return;
     let bytes: Uint8Array;
     try {
-      bytes = encodeFrame({ type: "rpc_result", id, result, error }, FRAME_MAX_BYTES);
+      bytes = encodeFrame(
+        {
+          type: "rpc_result",
+          id,
+          result,
+          error: error?.message ?? null,
+          ...(error ? { error_code: error.code } : {}),
+        },
+        FRAME_MAX_BYTES,
+      );
     } catch (failure) {
       if (!(failure instanceof FrameTooLargeError)) throw failure;
-      bytes = encodeFrame({ type: "rpc_result", id, result: null, error: OVERSIZED }, FRAME_MAX_BYTES);
+      bytes = encodeFrame(
+        { type: "rpc_result", id, result: null, error: OVERSIZED, error_code: "LIMIT_EXCEEDED" },
+        FRAME_MAX_BYTES,
+      );
     }
     // A worker that stopped reading is killed by the writer; there is nobody left to tell.
     this.worker.sendEncoded(bytes).catch(() => {});
