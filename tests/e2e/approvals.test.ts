@@ -6,7 +6,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Harness } from "../support/harness.ts";
+import { Harness, cellValue as value } from "../support/harness.ts";
 
 const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
 
@@ -38,12 +38,6 @@ async function start(approve: unknown) {
           .map((line) => JSON.parse(line).tool as string)
       : [];
   return { harness: h, received };
-}
-
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
-  return result.value;
 }
 
 /** [exception type, code, first words of the message] of a call, or ["ok"]. */

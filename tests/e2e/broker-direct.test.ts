@@ -7,7 +7,7 @@ import { afterEach, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Harness, waitFor } from "../support/harness.ts";
+import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
 
 const ROGUE = resolve(import.meta.dir, "../fixtures/peers/rogue-peer.py");
 
@@ -43,13 +43,6 @@ async function withRogue(mode: string): Promise<{ harness: Harness; received: ()
           .map((line) => JSON.parse(line) as Received)
       : [];
   return { harness: h, received };
-}
-
-/** Runs a cell and returns its value, failing the test with the cell's error if it failed. */
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
-  return result.value;
 }
 
 /** Two calls (connected first, so a short deadline is the call's alone), their texts and journal. */

@@ -7,7 +7,7 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { type HttpPeer, launchHttpPeer } from "../fixtures/peers/launch.ts";
-import { Harness } from "../support/harness.ts";
+import { Harness, cellValue as value } from "../support/harness.ts";
 
 const PEERS = resolve(import.meta.dir, "../fixtures/peers");
 
@@ -44,12 +44,6 @@ async function withRegistry(servers: Record<string, unknown>, env: Record<string
       writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: servers })),
   });
   return h;
-}
-
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
-  return result.value;
 }
 
 async function errorOf(harness: Harness, expression: string) {

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { Harness, waitFor } from "../support/harness.ts";
+import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
 
 const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
 const peerEntry = () => ({ command: process.execPath, args: [STDIO_PEER] });
@@ -28,13 +28,6 @@ async function start(options: {
     },
   });
   return h;
-}
-
-/** Runs a cell and returns its value, failing the test with the cell's error if it failed. */
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
-  return result.value;
 }
 
 /** The exception (type name and message) each expression raises, or "no error". */

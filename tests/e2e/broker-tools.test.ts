@@ -6,7 +6,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { TYPED_TOOLS } from "../fixtures/peers/typed-tools.ts";
-import { Harness, waitFor } from "../support/harness.ts";
+import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
 
 const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
 const MEMORY_SERVER = resolve(
@@ -45,13 +45,6 @@ async function start(servers: Record<string, unknown>) {
     },
   });
   return h;
-}
-
-/** Runs a cell and returns its value, failing the test with the cell's error if it failed. */
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
-  return result.value;
 }
 
 /** A cell's printed JSON (for values too large for a preview), failing the test if the cell failed. */

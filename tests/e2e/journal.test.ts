@@ -14,7 +14,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join, resolve } from "node:path";
-import { BINARY, Harness, taggedPids, tempDir, waitFor } from "../support/harness.ts";
+import { BINARY, Harness, taggedPids, tempDir, cellValue as value, waitFor } from "../support/harness.ts";
 import { run } from "../support/run.ts";
 
 const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
@@ -45,12 +45,6 @@ async function server(journal: string, env: Record<string, string> = {}): Promis
   });
   harnesses.push(harness);
   return harness;
-}
-
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
-  return result.value;
 }
 
 const onDisk = (path: string) => JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>[];

@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { BINARY, Harness, tempDir, waitFor } from "../support/harness.ts";
+import { BINARY, Harness, tempDir, cellValue as value, waitFor } from "../support/harness.ts";
 
 const AUTH_SERVER = resolve(import.meta.dir, "../fixtures/oauth/auth-server.ts");
 const HTTP_PEER = resolve(import.meta.dir, "../fixtures/peers/http-peer.ts");
@@ -163,12 +163,6 @@ async function serverFor(dir: string, registry: string, env: Record<string, stri
   });
   cleanups.push(() => harness.close());
   return harness;
-}
-
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}`);
-  return result.value;
 }
 
 async function errorOf(harness: Harness, expression: string): Promise<string> {

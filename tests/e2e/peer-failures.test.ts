@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { Harness } from "../support/harness.ts";
+import { Harness, cellValue as value } from "../support/harness.ts";
 
 const PEERS = resolve(import.meta.dir, "../fixtures/peers");
 
@@ -23,13 +23,6 @@ async function withRegistry(servers: Record<string, unknown>) {
       writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: servers })),
   });
   return h;
-}
-
-/** Runs a cell and returns its value, failing the test with the cell's error if it failed. */
-async function value(harness: Harness, code: string) {
-  const result = await harness.run(code);
-  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
-  return result.value;
 }
 
 /** The message the expression raises ("no error" if it does not). */

@@ -110,6 +110,13 @@ export interface ServerOptions {
   beforeStart?: (project: string) => void;
 }
 
+/** Runs a cell and returns its value, failing the test with the cell's error and stderr if it failed. */
+export async function cellValue(harness: Harness, code: string) {
+  const result = await harness.run(code);
+  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
+  return result.value;
+}
+
 export function tempDir(prefix = "repl-mcp-test-"): string {
   return realpathSync(mkdtempSync(join(tmpdir(), prefix)));
 }
