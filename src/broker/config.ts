@@ -16,12 +16,15 @@ const OAuth = v.strictObject({
   scopes: v.optional(v.array(v.string())),
 });
 
+/** Calls the person approves before they are sent (src/broker/approval.ts); absent: none. */
+const Approve = v.union([v.picklist(["writes", "all"]), v.array(NonEmpty)]);
+
 /** Fields every entry may have, whatever its transport. */
 const Policy = {
   disabled: v.optional(v.boolean()),
   brokerAllowed: v.optional(v.boolean()),
   allowedTools: v.optional(v.array(NonEmpty)),
-  approve: v.optional(v.union([v.picklist(["writes", "all"]), v.array(NonEmpty)])),
+  approve: v.optional(Approve),
 };
 
 const StdioFields = {
@@ -69,8 +72,7 @@ export const ServerEntry = v.object({
   name: v.string(),
   transport: v.variant("type", [StdioTransport, HttpTransport]),
   allowedTools: v.optional(v.array(v.string())),
-  /** Tools the person approves before each call (src/broker/approval.ts); absent: none. */
-  approve: v.optional(v.union([v.picklist(["writes", "all"]), v.array(v.string())])),
+  approve: v.optional(Approve),
   /** The source it came from, for explain/health. */
   scope: v.picklist(["project", "user", "local", "config"]),
 });
