@@ -241,6 +241,8 @@ BRIDGE_MAX_PENDING = 64
 BRIDGE_CALL_TIMEOUT = 120.0
 BRIDGE_LIST_TIMEOUT = 30.0
 BRIDGE_OPS_WAIT = 35.0
+INPUT_PROMPT_MAX_CHARS = 2000
+INPUT_ANSWER_MAX_CHARS = 65_536
 BRIDGE_TIMEOUT_MIN = 0.01
 BRIDGE_TIMEOUT_MAX = 3600.0
 TOOL_ERROR_TEXT_MAX = 2_000
@@ -892,6 +894,7 @@ class _CommandChannel:
             "execute": self._on_execute,
             "shutdown": self._on_shutdown,
             "rpc_result": _BRIDGE.deliver,
+            "rpc_wait": _BRIDGE.extend,
             "cancel": self._on_cancel,
         }
 
@@ -947,7 +950,11 @@ class _CommandChannel:
         if not self.reads_here():
             if send is not None:
                 send()
-            return pending.event.wait(timeout)
+            started = time.monotonic()
+            while not pending.event.wait(max(0.0, started + timeout + pending.extra - time.monotonic())):
+                if time.monotonic() >= started + timeout + pending.extra:
+                    return False
+            return True
         deadline = time.monotonic() + timeout
         token = GATE.hold(self._main)
         try:
@@ -969,7 +976,7 @@ class _CommandChannel:
         while not pending.done:
             if GATE.deferred():
                 return False  # the caller's release() raises the interrupt
-            remaining = deadline - time.monotonic()
+            remaining = deadline + pending.extra - time.monotonic()
             if remaining <= 0:
                 return False
             for ready, _ in self._poll.poll(max(1, math.ceil(remaining * 1000))):
@@ -2668,7 +2675,7 @@ class _Envelope(dict):
 
 
 class _Pending:
-    __slots__ = ("id", "run_id", "event", "loop", "future", "result", "error", "error_code", "done")
+    __slots__ = ("id", "run_id", "event", "loop", "future", "result", "error", "error_code", "done", "extra")
 
     def __init__(self, request_id, run_id, loop=None, future=None, event=None):
         self.id = request_id
@@ -2680,6 +2687,7 @@ class _Pending:
         self.error = None
         self.error_code = None
         self.done = False
+        self.extra = 0.0  # seconds the server added (rpc_wait): the person is being asked meanwhile
 
 
 class _Bridge:
@@ -2732,6 +2740,14 @@ class _Bridge:
                 pass  # the loop is closed: nobody waits any more
         if pending.event is not None:
             pending.event.set()
+
+    def extend(self, frame):
+        """rpc_wait: the server is waiting for the person on this request; wait that much longer for it."""
+        with self._lock:
+            pending = self._pending.get(frame.get("id"))
+        seconds = frame.get("seconds")
+        if pending is not None and type(seconds) in (int, float) and 0 < seconds <= BRIDGE_TIMEOUT_MAX:
+            pending.extra += seconds
 
     def abandon_run(self, run_id):
         """At the end of a cell: its unanswered requests are cancelled."""
@@ -2788,10 +2804,13 @@ class _Bridge:
         future = loop.create_future()
         pending = self._register(run_id, loop, future)
         self._post(pending, op, params)
+        started = time.monotonic()
         try:
-            await asyncio.wait_for(future, wait)
-        except asyncio.TimeoutError:
-            raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait) from None
+            while not future.done():
+                left = started + wait + pending.extra - time.monotonic()
+                if left <= 0:
+                    raise ToolError(MESSAGE_BRIDGE_TIMEOUT % wait)
+                await asyncio.wait((future,), timeout=left)
         finally:
             if not pending.done:
                 self._give_up(pending)
@@ -2814,6 +2833,51 @@ def _unwrap(pending):
 
 
 _BRIDGE = _Bridge()
+
+
+# input() and getpass() in a cell ask the person, through the server's channels (MCP elicitation, the
+# viewer page); the server extends the wait with rpc_wait while they think. With nobody to ask, they
+# raise EOFError at once, as reading an empty stdin would, with a message that says why. Anywhere else
+# (a thread the cell started, a forked child, between cells) they keep their ordinary behaviour.
+_ORIGINAL_INPUT = builtins.input
+
+
+def _ask_person(prompt, secret):
+    try:
+        _BRIDGE._owner()
+    except RuntimeError:
+        return None
+    params = {"prompt": prompt[:INPUT_PROMPT_MAX_CHARS], "secret": secret}
+    try:
+        answer = _BRIDGE.request("input", params, BRIDGE_OPS_WAIT)
+    except ToolError as exc:
+        raise EOFError(str(exc)) from None
+    if type(answer) is not str:
+        raise EOFError("input() got no text back from the server")
+    return answer[:INPUT_ANSWER_MAX_CHARS]
+
+
+def _input(prompt=""):
+    text = str(prompt)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    answer = _ask_person(text, False)
+    if answer is None:
+        return _ORIGINAL_INPUT()
+    sys.stdout.write(answer + "\n")  # the transcript reads as a terminal's would
+    return answer
+
+
+def _patch_getpass(module):
+    original = module.getpass
+
+    def getpass(prompt="Password: ", stream=None):
+        answer = _ask_person(str(prompt), True)
+        return original(prompt, stream) if answer is None else answer
+
+    getpass.__doc__ = original.__doc__
+    module.getpass = getpass
+
 
 
 def _check_timeout(timeout):
@@ -5059,6 +5123,8 @@ def main():
     # Figures render off-screen unless the user chose a backend; plt.show() then sends them as displays.
     os.environ.setdefault("MPLBACKEND", "Agg")
     _FIRST_IMPORTS.on("matplotlib.pyplot", _patch_pyplot)
+    _FIRST_IMPORTS.on("getpass", _patch_getpass)
+    builtins.input = _input
     writer = _FrameWriter(PROTOCOL_FD)
     _BRIDGE.writer = writer
     _DISPLAYS.writer = writer

@@ -39,7 +39,9 @@ export const ERROR_CODES = [
   "UNKNOWN_SERVER", //           not a configured, broker-allowed server
   "UNKNOWN_TOOL", //             the peer does not list that tool
   "TOOL_DENIED", //              allowedTools does not grant it
-  "APPROVAL_REQUIRED", //        the registry's approve asks for the person, and nobody could be asked
+  "APPROVAL_REQUIRED", //        the registry's approve asks for the person, and nobody could be asked (or answered in time)
+  "APPROVAL_DENIED", //          the person denied the call
+  "INPUT_UNANSWERED", //         input() got no answer (nobody to ask, declined, expired); the cell sees EOFError
   "CONNECT_FAILED", //           the peer could not be reached (or failed recently)
   "CONNECT_TIMEOUT", //          connecting or initializing took too long
   "DEADLINE_EXCEEDED", //        the call's own timeout expired; the outcome may be unknown

@@ -236,6 +236,24 @@ export const JOURNAL_FILE_MAX_BYTES = 1_048_576;
 export const JOURNAL_TEXT_MAX_CHARS = 400;
 export const JOURNAL_PROJECT_MAX_CHARS = 4_096;
 
+// The person in the loop: approvals and input() (src/person/).
+/** --approval-timeout-s: how long a question waits for the person, its default and range, in seconds. */
+export const APPROVAL_TIMEOUT_DEFAULT_SECONDS = 300;
+export const APPROVAL_TIMEOUT_MIN_SECONDS = 1;
+export const APPROVAL_TIMEOUT_MAX_SECONDS = 3600;
+/** The arguments an approval shows, as JSON: enough to judge a call, small enough for a dialog. */
+export const APPROVAL_ARGUMENTS_MAX_CHARS = 2000;
+/** The first line of a tool's title or description an approval shows. */
+export const APPROVAL_SUMMARY_MAX_CHARS = 200;
+/** An input() prompt as the person sees it. */
+export const INPUT_PROMPT_MAX_CHARS = 2000;
+/** One answer to input() (worker.py repeats it for the frame it reads). */
+export const INPUT_ANSWER_MAX_CHARS = 65_536;
+/** An elicitation request outlives its question by this much, so the question's own expiry decides. */
+export const ELICITATION_MARGIN_MS = 5_000;
+/** Questions one run may have waiting at once (mcp.acall can ask several). */
+export const QUESTIONS_PER_RUN_MAX = 64;
+
 // OAuth for HTTP peers.
 /** A credential file holds one client registration and one token response; anything bigger is not ours. */
 export const OAUTH_CREDENTIAL_FILE_MAX_BYTES = 65_536;

@@ -44,11 +44,16 @@ export async function serve(options: ServeOptions): Promise<void> {
     project,
     interpreter,
     maxMemoryMib: options.maxMemoryMib,
+    approvalTimeoutMs: options.approvalTimeoutSeconds * 1000,
     configPath: options.config === undefined ? undefined : resolve(project, options.config),
     scopes: options.scopes,
     journal,
   });
-  const settings = { maxMemoryMib: options.maxMemoryMib, resultStyle: options.resultStyle };
+  const settings = {
+    maxMemoryMib: options.maxMemoryMib,
+    resultStyle: options.resultStyle,
+    approvalTimeoutMs: options.approvalTimeoutSeconds * 1000,
+  };
   const registryError = sessions.defaultBroker.health().configuration_error;
   if (registryError) log.warn(`MCP broker registry: ${registryError}`);
 

@@ -11,7 +11,7 @@ import {
   TIMEOUT_MIN_SECONDS,
 } from "../limits.ts";
 import { utf8Bytes } from "../text/utf8.ts";
-import { approvalRequired, needsApproval } from "./approval.ts";
+import { approvalQuestion, needsApproval, notApproved } from "./approval.ts";
 import { checkArguments, validateAgainstSchema } from "./arguments.ts";
 import { Catalogues, granted, type Tool } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
@@ -21,7 +21,9 @@ import {
   JOURNAL_UNKNOWN_WRITE_FAILED,
   JOURNAL_WRITE_FAILED,
   type Journal,
+  type JournalApproval,
   type JournalRecord,
+  type Verdict,
 } from "./journal.ts";
 import { ownCause, peerProblem, timedOut } from "./peer-fault.ts";
 import { type ExclusionReason, loadRegistry, type Registry, type RegistryOptions } from "./registry.ts";
@@ -36,7 +38,14 @@ export interface CallContext {
    * its journal record.
    */
   onDispatch?: (record: JournalRecord) => void;
+  /**
+   * Asks the person about a call the registry's `approve` names (the session supplies it); without
+   * one, nobody can be asked and such calls are refused.
+   */
+  approve?: (question: ApprovalQuestion, signal?: AbortSignal) => Promise<Verdict>;
 }
+
+export type ApprovalQuestion = ReturnType<typeof approvalQuestion>;
 
 const UNKNOWN_SERVER =
   "Unknown or unauthorized MCP server; use mcp.servers() and explicit --config, then mcp.refresh()";
@@ -123,27 +132,54 @@ export class Broker {
     timeoutSeconds: number,
     context: CallContext,
   ): Promise<Record<string, unknown>> {
-    const deadline = this.deadline(timeoutSeconds);
+    this.deadline(timeoutSeconds);
     const entry = this.entry(server);
+    if (!granted(entry, tool)) throw new ReplError("TOOL_DENIED", DENIED);
+    if (!args || typeof args !== "object" || Array.isArray(args)) {
+      throw new ReplError("INVALID_ARGUMENT", "MCP arguments must be an object");
+    }
+    const argumentsObject = args as Record<string, unknown>;
+    checkArguments(argumentsObject);
+    const first = await this.connected(entry, tool, argumentsObject, timeoutSeconds, context, (definition) =>
+      // Before the journal: a call the person has not approved is never sent.
+      needsApproval(entry, definition) ? { ask: definition } : { send: undefined },
+    );
+    if ("sent" in first) return first.sent;
+    // Outside the connection and the concurrency slot: the person may take minutes, and other calls go on.
+    const approval = await this.approve(entry, first.ask, argumentsObject, context);
+    // The call's own timeout counts from here: the time the person took is not the peer's.
+    const second = await this.connected(entry, tool, argumentsObject, timeoutSeconds, context, () => ({
+      send: approval,
+    }));
+    if ("sent" in second) return second.sent;
+    throw new ReplError("INTERNAL", "An approved call was asked about twice");
+  }
+
+  /**
+   * Holds a slot and the peer's connection while `then` decides, from the tool's definition (arguments
+   * already checked against it), whether to send the call now.
+   */
+  private async connected(
+    entry: ServerEntry,
+    tool: string,
+    args: Record<string, unknown>,
+    timeoutSeconds: number,
+    context: CallContext,
+    decide: (definition: Tool) => { ask: Tool } | { send: JournalApproval | undefined },
+  ): Promise<{ ask: Tool } | { sent: Record<string, unknown> }> {
+    const deadline = this.deadline(timeoutSeconds);
     const { signal } = context;
     const release = await this.slots.acquire(deadline, signal);
     try {
-      if (!granted(entry, tool)) throw new ReplError("TOOL_DENIED", DENIED);
-      if (!args || typeof args !== "object" || Array.isArray(args)) {
-        throw new ReplError("INVALID_ARGUMENT", "MCP arguments must be an object");
-      }
-      const argumentsObject = args as Record<string, unknown>;
-      checkArguments(argumentsObject);
       const connection = await this.pool.get(entry, deadline, signal);
       connection.enter();
       try {
         const tools = await this.catalogue(connection, entry, deadline, signal);
         const definition = tools.find((candidate) => candidate.name === tool);
         if (!definition) throw new ReplError("UNKNOWN_TOOL", UNKNOWN_TOOL);
-        await validateAgainstSchema(definition.inputSchema, argumentsObject);
-        // Before the deadline check and the journal: a call the person has not approved is never sent.
-        if (needsApproval(entry, definition))
-          throw new ReplError("APPROVAL_REQUIRED", approvalRequired(server, tool));
+        await validateAgainstSchema(definition.inputSchema, args);
+        const decision = decide(definition);
+        if ("ask" in decision) return decision;
         const remaining = deadline - Date.now();
         if (remaining <= 0) {
           throw new ReplError(
@@ -152,22 +188,46 @@ export class Broker {
           );
         }
         if (signal?.aborted) throw new ReplError("CANCELLED", "MCP call cancelled before dispatch");
-        const record = this.journal.dispatched({
-          session_id: context.sessionId,
-          project: this.options.project,
-          run_id: context.runId,
-          server,
-          tool,
-        });
+        const approval = decision.send;
+        const record = this.journal.dispatched({ ...this.callFields(entry.name, tool, context), approval });
         await this.journalDispatch(record);
         context.onDispatch?.(record);
-        return await this.dispatch(connection, record, tool, argumentsObject, remaining, signal);
+        return { sent: await this.dispatch(connection, record, tool, args, remaining, signal) };
       } finally {
         connection.leave();
       }
     } finally {
       release();
     }
+  }
+
+  /** Asks the person (through the session's approver); a call not allowed is journalled and refused. */
+  private async approve(
+    entry: ServerEntry,
+    tool: Tool,
+    args: Record<string, unknown>,
+    context: CallContext,
+  ): Promise<JournalApproval> {
+    const verdict: Verdict = context.approve
+      ? await context.approve(approvalQuestion(entry, tool, args), context.signal)
+      : { decision: "no_channel", channel: null };
+    const approval = { ...verdict, decided_ms: Date.now() };
+    if (verdict.decision === "allow_once" || verdict.decision === "allow_session") return approval;
+    const status = verdict.decision === "deny" ? "denied" : "not_approved";
+    this.journal.refused({ ...this.callFields(entry.name, tool.name, context), approval }, status);
+    // Best effort: nothing was sent, so a journal file that cannot be written changes no outcome.
+    await this.journal.persisted().catch(() => {});
+    throw notApproved(entry.name, tool.name, verdict);
+  }
+
+  private callFields(server: string, tool: string, context: CallContext) {
+    return {
+      session_id: context.sessionId,
+      project: this.options.project,
+      run_id: context.runId,
+      server,
+      tool,
+    };
   }
 
   /**

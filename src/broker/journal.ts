@@ -15,9 +15,30 @@ import { utf8Bytes } from "../text/utf8.ts";
 const Text = v.pipe(v.string(), v.maxLength(JOURNAL_TEXT_MAX_CHARS));
 const Millis = v.pipe(v.number(), v.integer(), v.minValue(0));
 
-export const JOURNAL_STATUSES = ["dispatched", "completed", "tool_error", "outcome_unknown"] as const;
+/** `denied` and `not_approved`: a call the person refused, or nobody approved in time; never sent. */
+export const JOURNAL_STATUSES = [
+  "dispatched",
+  "completed",
+  "tool_error",
+  "outcome_unknown",
+  "denied",
+  "not_approved",
+] as const;
 
-/** One record: exactly these keys, in this order (a journal file with any other key is refused). */
+/**
+ * The person's say on a call that needed approval (docs/broker.md "Approvals"): what was decided, where
+ * and when. `session` is an earlier "allow for the session"; no channel means nobody could be asked.
+ */
+export const JournalApproval = v.strictObject({
+  decision: v.picklist(["allow_once", "allow_session", "deny", "timed_out", "no_channel", "cancelled"]),
+  channel: v.nullable(v.picklist(["elicitation", "viewer", "session"])),
+  decided_ms: Millis,
+});
+export type JournalApproval = v.InferOutput<typeof JournalApproval>;
+/** What an approver returns; the broker stamps the time. */
+export type Verdict = Omit<JournalApproval, "decided_ms">;
+
+/** One record: these keys, in this order, `approval` only where one was asked (a journal file with any other key is refused). */
 export const JournalRecordSchema = v.strictObject({
   id: Text,
   session_id: Text,
@@ -28,6 +49,7 @@ export const JournalRecordSchema = v.strictObject({
   started_ms: Millis,
   finished_ms: v.nullable(Millis),
   status: v.picklist(JOURNAL_STATUSES),
+  approval: v.optional(JournalApproval),
 });
 
 export type JournalRecord = v.InferOutput<typeof JournalRecordSchema>;
@@ -49,6 +71,14 @@ export const JOURNAL_WRITE_FAILED =
 export const JOURNAL_UNKNOWN_WRITE_FAILED =
   "MCP call outcome is unknown (it was sent and may have taken effect), and the durable journal could not " +
   "record that; do not retry blindly: check the target system and the --journal file";
+
+interface CallFields {
+  session_id: string;
+  project: string;
+  run_id: string | null;
+  server: string;
+  tool: string;
+}
 
 const cut = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
 
@@ -77,13 +107,19 @@ export class Journal {
   }
 
   /** Records a call about to be sent. Refuses (before dispatch) when every slot holds a call in flight. */
-  dispatched(fields: {
-    session_id: string;
-    project: string;
-    run_id: string | null;
-    server: string;
-    tool: string;
-  }): JournalRecord {
+  dispatched(fields: CallFields & { approval?: JournalApproval }): JournalRecord {
+    return this.add(fields, "dispatched");
+  }
+
+  /** Records a call that was not sent because the person denied it or nobody approved it. */
+  refused(
+    fields: CallFields & { approval: JournalApproval },
+    status: "denied" | "not_approved",
+  ): JournalRecord {
+    return this.add(fields, status);
+  }
+
+  private add(fields: CallFields & { approval?: JournalApproval }, status: JournalStatus): JournalRecord {
     const now = Date.now();
     const record: JournalRecord = {
       id: `${now}-${crypto.randomUUID()}`,
@@ -93,8 +129,9 @@ export class Journal {
       server: cut(fields.server, JOURNAL_TEXT_MAX_CHARS),
       tool: cut(fields.tool, JOURNAL_TEXT_MAX_CHARS),
       started_ms: now,
-      finished_ms: null,
-      status: "dispatched",
+      finished_ms: status === "dispatched" ? null : now,
+      status,
+      ...(fields.approval ? { approval: { ...fields.approval } } : {}),
     };
     this.records.push(record);
     this.measure(record);

@@ -6,6 +6,7 @@ import { parseArgs } from "citty";
 import * as v from "valibot";
 import { parseScopes, type Scope } from "../broker/registry.ts";
 import { describe } from "../errors.ts";
+import { APPROVAL_TIMEOUT_MAX_SECONDS, APPROVAL_TIMEOUT_MIN_SECONDS } from "../limits.ts";
 import { LOG_LEVELS, type LogLevelName } from "../log.ts";
 import { ResultStyleSetting } from "../server/styles/table.ts";
 import { NAME, VERSION } from "../version.ts";
@@ -28,6 +29,8 @@ export interface ServeOptions extends Placement {
   /** Set for --transport http. */
   http: HttpOptions | undefined;
   maxMemoryMib: number;
+  /** --approval-timeout-s: how long a question to the person waits. */
+  approvalTimeoutSeconds: number;
   resultStyle: ResultStyleSetting;
   logLevel: LogLevelName;
   /** Run the authorization-code login for this registry entry, then exit (no MCP server). */
@@ -133,6 +136,17 @@ function serveOptions(raw: string[]): ServeOptions {
   if (!/^\d+$/.test(mib) || !Number.isSafeInteger(Number(mib))) {
     throw new UsageError(`--max-memory-mib takes a whole number of MiB, 0 to disable (got "${mib}")`);
   }
+  const approval = String(parsed["approval-timeout-s"]);
+  const approvalSeconds = Number(approval);
+  if (
+    !/^\d+$/.test(approval) ||
+    approvalSeconds < APPROVAL_TIMEOUT_MIN_SECONDS ||
+    approvalSeconds > APPROVAL_TIMEOUT_MAX_SECONDS
+  ) {
+    throw new UsageError(
+      `--approval-timeout-s takes whole seconds from ${APPROVAL_TIMEOUT_MIN_SECONDS} to ${APPROVAL_TIMEOUT_MAX_SECONDS} (got "${approval}")`,
+    );
+  }
   const level = String(parsed["log-level"]);
   if (!(level in LOG_LEVELS)) {
     throw new UsageError(`--log-level must be one of ${Object.keys(LOG_LEVELS).join(", ")} (got "${level}")`);
@@ -147,6 +161,7 @@ function serveOptions(raw: string[]): ServeOptions {
     ...placement(parsed),
     http,
     maxMemoryMib: Number(mib),
+    approvalTimeoutSeconds: approvalSeconds,
     resultStyle: style.output,
     logLevel: level as LogLevelName,
     oauthLogin: parsed["oauth-login"] as string | undefined,

@@ -1,6 +1,10 @@
 // Every public flag, described once: the parser, `--help` and the table in docs/cli.md agree because they
 // all come from here. Serving and `doctor` share the flags that say where things are.
-import { HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS, RSS_DEFAULT_MIB } from "../limits.ts";
+import {
+  APPROVAL_TIMEOUT_DEFAULT_SECONDS,
+  HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS,
+  RSS_DEFAULT_MIB,
+} from "../limits.ts";
 import { LOG_LEVELS } from "../log.ts";
 
 export interface Flag {
@@ -97,6 +101,13 @@ export const SERVE_FLAGS = {
     description: "Worker RSS budget in MiB, sampled while a cell runs; 0 disables",
     default: String(RSS_DEFAULT_MIB),
     valueHint: "mib",
+  },
+  "approval-timeout-s": {
+    type: "string",
+    description:
+      "How long a call that needs the person's approval (the registry's approve), or input() in a cell, waits for their answer",
+    default: String(APPROVAL_TIMEOUT_DEFAULT_SECONDS),
+    valueHint: "seconds",
   },
   "result-style": {
     type: "string",

@@ -10,10 +10,11 @@ import {
 } from "@modelcontextprotocol/server";
 import * as v from "valibot";
 import { codeOf, describe, JSONRPC_METHOD_NOT_FOUND, ProtocolError, ReplError } from "../errors.ts";
-import { TASK_PROMOTE_AFTER_MS } from "../limits.ts";
+import { ELICITATION_MARGIN_MS, TASK_PROMOTE_AFTER_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import type { SessionScope } from "../sessions/scope.ts";
 import { NAME, VERSION } from "../version.ts";
+import { elicitationChannel, formsDeclared } from "./elicitation.ts";
 import type { Era } from "./era.ts";
 import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
@@ -190,8 +191,18 @@ export function createServer(ctx: ServerContext, era: Era): Server {
     if (era === "modern" && plan && takesTasks(extra.mcpReq.envelope)) {
       return runMaybeAsTask(tasks, () => plan(ctx), progress, extra.mcpReq.signal);
     }
+    // The person is asked within this call only while it is in flight; a 2026-07-28 call cannot ask yet.
+    const elicitation =
+      era === "legacy" && formsDeclared(server.getClientCapabilities())
+        ? elicitationChannel(
+            (form, options) => extra.mcpReq.elicitInput(form, options),
+            ctx.approvalTimeoutMs + ELICITATION_MARGIN_MS,
+          )
+        : undefined;
     try {
-      return present(await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun }));
+      return present(
+        await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun, elicitation }),
+      );
     } catch (error) {
       return failure(tool.name, error, present);
     } finally {

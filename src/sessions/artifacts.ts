@@ -6,7 +6,7 @@ import * as v from "valibot";
 import { decodeUtf8, encodeRange, fail, parseBoundedJson } from "../artifacts/content.ts";
 import { ArtifactFormat, type ArtifactReference, ArtifactMessages as M } from "../artifacts/reference.ts";
 import type { ArtifactStore } from "../artifacts/store.ts";
-import type { Broker } from "../broker/broker.ts";
+import type { Broker, CallContext } from "../broker/broker.ts";
 import { ReplError } from "../errors.ts";
 import {
   ARTIFACT_FORWARD_MAX_BYTES,
@@ -63,6 +63,8 @@ export interface OpContext {
   signal: AbortSignal;
   /** The worker that asked: a file it hands over for an upload is opened through its /proc entry. */
   workerPid?: number;
+  /** Asks the person about a forward the registry's `approve` names (see Broker.call). */
+  approve?: CallContext["approve"];
 }
 
 export class SessionArtifacts {
@@ -183,6 +185,7 @@ export class SessionArtifacts {
         sessionId: this.sessionId,
         runId: context.runId,
         signal,
+        approve: context.approve,
         onDispatch: () => {
           dispatched = true;
         },

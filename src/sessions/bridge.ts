@@ -9,9 +9,12 @@ import {
   BROKER_CALL_TIMEOUT_DEFAULT_SECONDS,
   BROKER_LIST_TIMEOUT_DEFAULT_SECONDS,
   EXPLAIN_TOOL_MAX_CHARS,
+  INPUT_PROMPT_MAX_CHARS,
 } from "../limits.ts";
+import type { Questions } from "../person/questions.ts";
 import type { Bridge } from "../worker/rpc.ts";
 import type { SessionArtifacts } from "./artifacts.ts";
+import type { SessionAsking } from "./asking.ts";
 
 const Server = v.pipe(v.string(), v.check(validServerName));
 const Timeout = v.optional(v.number(), BROKER_CALL_TIMEOUT_DEFAULT_SECONDS);
@@ -26,6 +29,10 @@ const Ops = {
     with_journal_id: v.optional(v.boolean(), false),
   }),
   tools: v.object({ server: Server, timeout: v.optional(v.number(), BROKER_LIST_TIMEOUT_DEFAULT_SECONDS) }),
+  input: v.object({
+    prompt: v.pipe(v.string(), v.maxLength(INPUT_PROMPT_MAX_CHARS)),
+    secret: v.boolean(),
+  }),
   explain: v.object({
     server: Server,
     tool: v.optional(
@@ -47,24 +54,35 @@ export function brokerBridge(
   journal: JournalView,
   sessionId: string,
   artifacts: SessionArtifacts,
+  asking: SessionAsking,
+  /** The questions of the run `runId` while it is the active one. */
+  questionsOf: (runId: string) => Questions | undefined,
 ): Bridge {
-  return async (op, params, { runId, signal, workerPid }) => {
-    if (artifacts.isRpc(op)) return artifacts.rpc(op, params, { runId, signal, workerPid });
+  return async (op, params, { runId, signal, workerPid, extendWait }) => {
+    const approve = asking.approver(questionsOf(runId), runId, extendWait);
+    if (artifacts.isRpc(op)) return artifacts.rpc(op, params, { runId, signal, workerPid, approve });
     switch (op) {
       case "call": {
         const p = parse(Ops.call, params, op);
         if (!p.with_journal_id)
-          return broker.call(p.server, p.tool, p.arguments, p.timeout, { sessionId, runId, signal });
+          return broker.call(p.server, p.tool, p.arguments, p.timeout, { sessionId, runId, signal, approve });
         let journalId: string | null = null;
         const result = await broker.call(p.server, p.tool, p.arguments, p.timeout, {
           sessionId,
           runId,
           signal,
+          approve,
           onDispatch: (record) => {
             journalId = record.id;
           },
         });
         return { result, journal_id: journalId };
+      }
+      case "input": {
+        const p = parse(Ops.input, params, op);
+        const questions = questionsOf(runId);
+        if (!questions) throw new ReplError("INPUT_UNANSWERED", "input() was called after its cell ended");
+        return asking.input(questions, runId, p.prompt, p.secret, signal, extendWait);
       }
       case "tools": {
         const p = parse(Ops.tools, params, op);

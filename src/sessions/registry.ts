@@ -22,6 +22,8 @@ export interface SessionsOptions {
   project: string;
   interpreter: Interpreter;
   maxMemoryMib: number;
+  /** How long a question to the person waits (--approval-timeout-s). */
+  approvalTimeoutMs: number;
   /** An explicit --config registry (absolute) shared by all sessions; else each project's .mcp.json. */
   configPath: string | undefined;
   scopes: Set<Scope>;
@@ -78,6 +80,7 @@ export class Sessions {
       source: "server_default",
       problem: this.options.interpreter.problem,
       maxMemoryMib: this.options.maxMemoryMib,
+      approvalTimeoutMs: this.options.approvalTimeoutMs,
     });
     this.publish(session);
     return session;
@@ -135,6 +138,7 @@ export class Sessions {
         source: selected.source,
         probe,
         maxMemoryMib: this.options.maxMemoryMib,
+        approvalTimeoutMs: this.options.approvalTimeoutMs,
       });
       this.publish(session);
       return session;

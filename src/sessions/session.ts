@@ -7,6 +7,7 @@ import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
+import { SessionAsking } from "./asking.ts";
 import { brokerBridge } from "./bridge.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
 import type { ProbeResult } from "./probe.ts";
@@ -22,6 +23,8 @@ export interface SessionOptions {
   /** A reason no worker can start (the server default interpreter is missing). */
   problem?: string;
   maxMemoryMib: number;
+  /** How long a question to the person waits (--approval-timeout-s). */
+  approvalTimeoutMs: number;
   /** The broker of the session's project (or of the explicit --config). */
   broker: Broker;
   /** What this session's cells may list of the journal: the records of its own client. */
@@ -40,6 +43,7 @@ export class Session {
   readonly problem: string | undefined;
   readonly supervisor: Supervisor;
   readonly artifacts: SessionArtifacts;
+  readonly asking: SessionAsking;
   private readonly lifetime = new AbortController();
 
   constructor(options: SessionOptions) {
@@ -51,12 +55,15 @@ export class Session {
     this.probe = options.probe;
     this.problem = options.problem;
     const store = options.artifacts;
+    this.asking = new SessionAsking(this.id, options.approvalTimeoutMs);
     this.artifacts = new SessionArtifacts(store, options.broker, this.id, this.project, this.lifetime.signal);
     this.supervisor = new Supervisor({
       serverId: options.serverId,
       sessionId: this.id,
       maxMemoryMib: options.maxMemoryMib,
-      bridge: brokerBridge(options.broker, options.journal, this.id, this.artifacts),
+      bridge: brokerBridge(options.broker, options.journal, this.id, this.artifacts, this.asking, (runId) =>
+        this.supervisor.active?.id === runId ? this.supervisor.active.questions : undefined,
+      ),
       onRunEnd: (runId) => store.uploads.abortRun(this.id, runId),
       keepDisplay: async (bytes, format) => {
         const reference = await store.createFromBytes(this.id, bytes, format);

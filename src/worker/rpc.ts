@@ -10,8 +10,11 @@ import type { WorkerProcess } from "./process.ts";
 export type Bridge = (
   op: string,
   params: Record<string, unknown>,
-  /** `workerPid`: the real pid of the Python process that asked. */
-  context: { runId: string; signal: AbortSignal; workerPid: number },
+  /**
+   * `workerPid`: the real pid of the Python process that asked. `extendWait`: the answer will take
+   * that many seconds longer than the worker would wait (the person is being asked).
+   */
+  context: { runId: string; signal: AbortSignal; workerPid: number; extendWait: (seconds: number) => void },
 ) => Promise<unknown>;
 
 export const REFUSED = "Too many outstanding MCP calls";
@@ -51,6 +54,10 @@ export class RpcDesk {
           runId: frame.run_id,
           signal: controller.signal,
           workerPid: this.worker.ready.pid,
+          extendWait: (seconds) => {
+            if (this.worker.alive)
+              this.worker.send({ type: "rpc_wait", id: frame.id, seconds }).catch(() => {});
+          },
         })
       : Promise.reject(new Error(NO_BROKER));
     work.then(

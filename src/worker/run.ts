@@ -1,6 +1,7 @@
 // One execution attempt while it holds a session's slot: what it is, how far it got, its live output,
 // and the switch that cancels it. The supervisor drives it; tools only read it or pull the switch.
 import { LIVE_STREAM_MAX_BYTES, PROGRESS_OUTPUT_MAX_BYTES, PROGRESS_TAIL_MAX_BYTES } from "../limits.ts";
+import { Questions } from "../person/questions.ts";
 import { cutUtf8, tailUtf8, utf8Bytes } from "../text/utf8.ts";
 import { Displays } from "./displays.ts";
 import type { ExecutionResult, Failure } from "./result.ts";
@@ -16,6 +17,8 @@ export class ActiveRun {
   status: "starting" | "running" = "starting";
   readonly live = { stdout: "", stderr: "" };
   readonly displays = new Displays();
+  /** What the run is asking the person (approvals, input()), and the channels that can reach them. */
+  readonly questions = new Questions();
   private readonly liveBytes = { stdout: 0, stderr: 0 };
   /** The newest output of both streams, kept even after the live buffers are full. */
   private tail = "";
@@ -56,7 +59,12 @@ export class ActiveRun {
     const seconds = (this.elapsedMs() / 1000).toFixed(1);
     const lines = this.tail.replace(/\s+$/, "").split("\n").slice(-2).join("\n");
     const newest = tailUtf8(lines, PROGRESS_OUTPUT_MAX_BYTES);
-    const state = this.cancelReason ? "stopping" : this.status;
+    const waiting = this.questions.describeWaiting();
+    const state = this.cancelReason
+      ? "stopping"
+      : waiting
+        ? `waiting for the person: ${waiting}`
+        : this.status;
     return newest
       ? `${state}, ${seconds} s; newest output:\n${newest}`
       : `${state}, ${seconds} s; no output yet`;

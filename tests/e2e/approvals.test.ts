@@ -81,8 +81,17 @@ describe("approve", () => {
     // Read-only by its server's annotation: sent as before.
     expect(await value(harness, outcome("mcp.typed.search(query='q')"))).toEqual(["ok"]);
     expect(received()).toEqual(["search"]);
-    // Nothing refused was dispatched, so the journal holds the one call that was.
-    expect(await value(harness, "[r['tool'] for r in mcp.journal()]")).toEqual(["search"]);
+    // Nothing refused was dispatched: the journal says so, with why.
+    expect(
+      await value(
+        harness,
+        "[(r['tool'], r['status'], r.get('approval', {}).get('decision')) for r in mcp.journal()]",
+      ),
+    ).toEqual([
+      // The four paths above, and the refusal caught as a ToolError.
+      ...[...refused, "caught"].map(() => ["create_issue", "not_approved", "no_channel"]),
+      ["search", "completed", null],
+    ]);
 
     // The agent-facing artifact_forward answers with the same code.
     writeFileSync(join(harness.project, "body.txt"), "body");

@@ -17,6 +17,7 @@ const pool = new Sessions({
   project,
   interpreter: { path: python, source: "path" },
   maxMemoryMib: 0,
+  approvalTimeoutMs: 300_000,
   configPath: undefined,
   scopes: new Set(),
 });

@@ -5,7 +5,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { type CallToolResult, Client } from "@modelcontextprotocol/client";
+import { type CallToolResult, Client, type ClientCapabilities } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import { homeEnv } from "./home.ts";
 
@@ -29,11 +29,11 @@ export type Era = "legacy" | "modern";
 export const MODERN_VERSION = "2026-07-28";
 
 /** An SDK client for `era`; a modern one is pinned, so a server that cannot speak 2026-07-28 fails loudly. */
-export function eraClient(name: string, era: Era): Client {
+export function eraClient(name: string, era: Era, capabilities?: ClientCapabilities): Client {
   const info = { name, version: "0.0.0" };
   return era === "modern"
-    ? new Client(info, { versionNegotiation: { mode: { pin: MODERN_VERSION } } })
-    : new Client(info);
+    ? new Client(info, { versionNegotiation: { mode: { pin: MODERN_VERSION } }, capabilities })
+    : new Client(info, { capabilities });
 }
 
 /**
@@ -56,8 +56,9 @@ export class ToolClient {
     name: string,
     readonly era: Era,
     private readonly timeoutMs: number,
+    capabilities?: ClientCapabilities,
   ) {
-    this.client = eraClient(name, era);
+    this.client = eraClient(name, era, capabilities);
   }
 
   /** Calls a tool with exactly these arguments (nothing is added in either era). */
@@ -108,6 +109,10 @@ export interface ServerOptions {
   cwd?: string;
   /** Prepares the project directory (e.g. writes .mcp.json) before the server starts. */
   beforeStart?: (project: string) => void;
+  /** What the client declares (e.g. elicitation); its handlers are set on `client` before connecting. */
+  capabilities?: ClientCapabilities;
+  /** Called with the client before it connects (request handlers for elicitation, ...). */
+  beforeConnect?: (client: Client) => void;
 }
 
 /** Runs a cell and returns its value, failing the test with the cell's error and stderr if it failed. */
@@ -129,8 +134,8 @@ export class Harness extends ToolClient {
   private transport!: StdioClientTransport;
   stderr = "";
 
-  private constructor(era: Era) {
-    super("repl-mcp-tests", era, 600_000);
+  private constructor(era: Era, capabilities?: ClientCapabilities) {
+    super("repl-mcp-tests", era, 600_000, capabilities);
     this.dir = tempDir();
     this.project = join(this.dir, "project");
     this.home = join(this.dir, "home");
@@ -139,8 +144,9 @@ export class Harness extends ToolClient {
   }
 
   static async start(options: ServerOptions = {}): Promise<Harness> {
-    const harness = new Harness(options.era ?? "legacy");
+    const harness = new Harness(options.era ?? "legacy", options.capabilities);
     options.beforeStart?.(harness.project);
+    options.beforeConnect?.(harness.client);
     harness.transport = new InPlaceStdioTransport({
       command: options.binary ?? BINARY,
       args: options.args ?? [],

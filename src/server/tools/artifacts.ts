@@ -4,6 +4,7 @@ import * as v from "valibot";
 import { ArtifactFormat, ArtifactReference } from "../../artifacts/reference.ts";
 import { ReplError } from "../../errors.ts";
 import { ARTIFACT_READ_MAX_BYTES } from "../../limits.ts";
+import { Questions } from "../../person/questions.ts";
 import { ForwardFormat, RangeEncoding } from "../../sessions/artifacts.ts";
 import type { Session } from "../../sessions/session.ts";
 import { failureOf, RoutedFailure, SessionId, stamp, U64 } from "./common.ts";
@@ -147,7 +148,11 @@ export const artifactForward = defineTool({
   async handle(args, ctx, call) {
     const session = ctx.sessions.route(args.session_id);
     return routed(session, async () => {
-      const answer = await session.artifacts.forward(args, { runId: null, signal: call.signal });
+      // The person is asked (if the registry says so) through this call's client and the viewer.
+      const questions = new Questions();
+      if (call.elicitation) questions.attach(call.elicitation);
+      const approve = session.asking.approver(questions, null);
+      const answer = await session.artifacts.forward(args, { runId: null, signal: call.signal, approve });
       // The SDK already checked it is a CallToolResult; this gives it the published type.
       const envelope = v.parse(ArtifactOutputs.forward, answer);
       // A downstream isError becomes ours, and every isError result carries a code.

@@ -13,6 +13,7 @@ import {
 import { sizeText } from "../../text/size.ts";
 import { utf8Bytes } from "../../text/utf8.ts";
 import { ExecutionResult, type Failure } from "../../worker/result.ts";
+import type { ActiveRun } from "../../worker/run.ts";
 import type { RunPlan } from "../run-plan.ts";
 import { CellInput, ExpectedGeneration, SessionId, Timeout } from "./common.ts";
 import { defineTool, type ServerContext, type ToolCall } from "./tool.ts";
@@ -102,9 +103,20 @@ function planFile(args: v.InferOutput<typeof FileInput>, ctx: ServerContext): Ru
 }
 
 /** The plain (non-task) call: run in the session's slot and answer with the final result. */
-function runToEnd(plan: RunPlan, call: ToolCall): Promise<ExecutionResult> {
-  if (plan.refusal) return Promise.resolve(plan.refusal);
-  return plan.session.supervisor.execute({ ...plan.request, signal: call.signal, onRun: call.onRun });
+async function runToEnd(plan: RunPlan, call: ToolCall): Promise<ExecutionResult> {
+  if (plan.refusal) return plan.refusal;
+  const { elicitation } = call;
+  let detach: (() => void) | undefined;
+  const onRun = (run: ActiveRun) => {
+    call.onRun?.(run);
+    // While this call is in flight its client can answer the run's questions.
+    if (elicitation) detach = run.questions.attach(elicitation);
+  };
+  try {
+    return await plan.session.supervisor.execute({ ...plan.request, signal: call.signal, onRun });
+  } finally {
+    detach?.();
+  }
 }
 
 function isRegularFile(path: string): boolean {

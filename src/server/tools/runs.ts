@@ -3,8 +3,9 @@ import * as v from "valibot";
 import { HISTORY_RUNS, LIVE_STREAM_MAX_BYTES } from "../../limits.ts";
 import { ExecutionResult } from "../../worker/result.ts";
 import { ActiveRun } from "../../worker/run.ts";
+import { NEXT_POLL } from "../elicitation.ts";
 import { CellInput, Failed, failureFrom, Identity, RoutedFailure, SessionId, stamp } from "./common.ts";
-import { defineTool } from "./tool.ts";
+import { defineTool, type ToolCall } from "./tool.ts";
 
 export const EXTERNAL_EFFECTS = "May already have occurred; never retried automatically";
 
@@ -26,7 +27,7 @@ export const pythonStart = defineTool({
   output: v.union([Started, RoutedFailure]),
   sessionRequiredWhenStateless: true,
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
-  async handle(args, ctx) {
+  async handle(args, ctx, call) {
     const session = ctx.sessions.route(args.session_id);
     // Not tied to this request: the server owns the run until it ends or the server shuts down.
     const started = session.supervisor.begin({
@@ -36,6 +37,8 @@ export const pythonStart = defineTool({
       expectedGeneration: args.expected_generation,
     });
     if (!(started instanceof ActiveRun)) return stamp(session, failureFrom(started));
+    // Its client takes forms: a question of this run waits for the next python_run poll to carry it.
+    if (call.elicitation) started.questions.attach(NEXT_POLL);
     return stamp(session, {
       run_id: started.id,
       status: "starting",
@@ -54,6 +57,8 @@ const LiveRun = v.object({
   stderr: v.string(),
   native_stderr: v.string(),
   output_limit_bytes_per_stream: v.number(),
+  /** What the run waits for the person to answer, e.g. "approval of crm.delete_record". */
+  waiting_for: v.optional(v.string()),
 });
 
 /** Not found: never has `success`, so it cannot be mistaken for a finished run's result. */
@@ -70,11 +75,13 @@ export const pythonRun = defineTool({
   }),
   output: v.union([LiveRun, ExecutionResult, RunNotFound]),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  async handle(args, ctx) {
+  async handle(args, ctx, call) {
     const session = ctx.sessions.route(args.session_id);
     const supervisor = session.supervisor;
     const active = supervisor.active;
     if (active && (args.run_id === undefined || args.run_id === active.id)) {
+      await askDuringPoll(active, call);
+      const waiting = active.questions.describeWaiting();
       return stamp(session, {
         run_id: active.id,
         status: active.status,
@@ -83,6 +90,7 @@ export const pythonRun = defineTool({
         stderr: active.live.stderr,
         native_stderr: active.nativeStderr(),
         output_limit_bytes_per_stream: LIVE_STREAM_MAX_BYTES,
+        ...(waiting ? { waiting_for: waiting } : {}),
       });
     }
     const finished =
@@ -94,6 +102,22 @@ export const pythonRun = defineTool({
     } as const);
   },
 });
+
+/**
+ * A poll of a run with questions waiting, from a client that takes forms: they are put to the person
+ * during this call, which answers once they are settled (or the client gives up on it).
+ */
+async function askDuringPoll(run: ActiveRun, call: ToolCall): Promise<void> {
+  const { elicitation } = call;
+  const waiting = run.questions.pending().filter((asked) => elicitation?.reaches(asked.question));
+  if (!elicitation || waiting.length === 0) return;
+  const detach = run.questions.attach(elicitation);
+  try {
+    await run.questions.settled(waiting, call.signal);
+  } finally {
+    detach();
+  }
+}
 
 const CancelRequested = v.object({
   ...Identity,

@@ -4,6 +4,7 @@
 // two schema types into a ListedTool, so the tool table needs no casts.
 import type * as v from "valibot";
 import { ProtocolError } from "../../errors.ts";
+import type { Channel } from "../../person/questions.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
 import type { ActiveRun } from "../../worker/run.ts";
 import type { RunPlan } from "../run-plan.ts";
@@ -16,6 +17,8 @@ export interface ClientSettings {
   maxMemoryMib: number;
   /** The --result-style setting; "auto" looks the client up in styles/table.ts. */
   resultStyle: ResultStyleSetting;
+  /** --approval-timeout-s, in ms: how long a question to the person may wait. */
+  approvalTimeoutMs: number;
 }
 
 /** One MCP client's world, shared by every server instance that serves it (one per HTTP request in 2026). */
@@ -34,6 +37,8 @@ export interface ToolCall {
   signal: AbortSignal;
   /** Told about the run a call starts, once it holds the session's slot (progress reporting). */
   onRun?: (run: ActiveRun) => void;
+  /** Present when this call's client can answer forms: the person can be asked during the call. */
+  elicitation?: Channel;
 }
 
 export interface Annotations {

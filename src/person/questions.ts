@@ -1,0 +1,200 @@
+// What a run asks the person, and the channels that can reach them (docs/approvals.md). A question waits
+// until the first channel answers it, the wait expires, or the run ends it (cancel, timeout); the other
+// channels are then told to take it back. A question no channel can reach is not asked at all: the
+// caller learns at once that nobody could answer, instead of waiting for an answer that cannot come.
+import { QUESTIONS_PER_RUN_MAX } from "../limits.ts";
+
+export const DECISIONS = ["allow_once", "allow_session", "deny"] as const;
+export type Decision = (typeof DECISIONS)[number];
+
+export type Question =
+  | {
+      kind: "approval";
+      server: string;
+      tool: string;
+      /** The tool's title or the first line of its description. */
+      summary: string;
+      /** The arguments as bounded JSON, secrets of the registry replaced. */
+      arguments: string;
+    }
+  | {
+      kind: "input";
+      prompt: string;
+      /** getpass(): only a channel that neither shows nor keeps the answer may take it. */
+      secret: boolean;
+    };
+
+export type ChannelName = "elicitation" | "viewer";
+
+/** An answer as a channel gives it: a decision for an approval, text (or a refusal) for input. */
+export type Reply =
+  | { decision: Decision }
+  | { value: string }
+  /** The person closed the question without answering (an elicitation's decline or cancel). */
+  | { declined: true };
+
+export type Outcome =
+  | { answered: true; channel: ChannelName; reply: Reply }
+  | { answered: false; why: "no_channel" | "timed_out" | "cancelled" };
+
+export interface Channel {
+  readonly name: ChannelName;
+  /** Whether this channel can put the question to the person now. */
+  reaches(question: Question): boolean;
+  /** Asks; the channel answers through `asked.answer`, or calls `lost` if it cannot. */
+  offer(asked: Asked, lost: () => void): void;
+  /** The question was settled (elsewhere, or by the run): stop asking. */
+  withdraw(asked: Asked): void;
+}
+
+/** One question while it waits. */
+export class Asked {
+  readonly id = crypto.randomUUID();
+  readonly askedAt = Date.now();
+  private settled = false;
+
+  constructor(
+    readonly question: Question,
+    /** Which session asks, and which run (null: a tool call such as artifact_forward). */
+    readonly where: Where,
+    private readonly settle: (outcome: Outcome) => void,
+  ) {}
+
+  get open(): boolean {
+    return !this.settled;
+  }
+
+  /** The first answer wins; a later one (another channel, or after expiry) is refused with false. */
+  answer(channel: ChannelName, reply: Reply): boolean {
+    return this.end({ answered: true, channel, reply });
+  }
+
+  end(outcome: Outcome): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.settle(outcome);
+    return true;
+  }
+}
+
+export interface Where {
+  sessionId: string;
+  runId: string | null;
+}
+
+export interface AskOptions {
+  signal: AbortSignal;
+  timeoutMs: number;
+  where: Where;
+  /** Called once the question is put (not when nobody could be asked): the caller's wait grows. */
+  onWait?: () => void;
+}
+
+/** The questions of one run and the channels attached to it. */
+export class Questions {
+  private readonly channels = new Set<Channel>();
+  private readonly waiting = new Map<string, { asked: Asked; offeredTo: Set<Channel> }>();
+  /** Told whenever a question starts or stops waiting (progress, python_run, the viewer). */
+  readonly listeners = new Set<() => void>();
+
+  /** Adds a channel: it is offered every question waiting that it reaches. Returns its removal. */
+  attach(channel: Channel): () => void {
+    this.channels.add(channel);
+    for (const entry of this.waiting.values()) this.offer(entry, channel);
+    return () => {
+      this.channels.delete(channel);
+      for (const entry of this.waiting.values()) {
+        if (entry.offeredTo.delete(channel)) channel.withdraw(entry.asked);
+      }
+    };
+  }
+
+  /** Whether any attached channel could put this question to the person. */
+  reachable(question: Question): boolean {
+    for (const channel of this.channels) if (channel.reaches(question)) return true;
+    return false;
+  }
+
+  pending(): Asked[] {
+    return [...this.waiting.values()].map((entry) => entry.asked);
+  }
+
+  get(id: string): Asked | undefined {
+    return this.waiting.get(id)?.asked;
+  }
+
+  async ask(question: Question, { signal, timeoutMs, where, onWait }: AskOptions): Promise<Outcome> {
+    if (signal.aborted) return { answered: false, why: "cancelled" };
+    if (!this.reachable(question)) return { answered: false, why: "no_channel" };
+    if (this.waiting.size >= QUESTIONS_PER_RUN_MAX) return { answered: false, why: "no_channel" };
+    let settle!: (outcome: Outcome) => void;
+    const outcome = new Promise<Outcome>((resolve) => {
+      settle = resolve;
+    });
+    const asked = new Asked(question, where, settle);
+    onWait?.();
+    const entry = { asked, offeredTo: new Set<Channel>() };
+    this.waiting.set(asked.id, entry);
+    const onAbort = () => asked.end({ answered: false, why: "cancelled" });
+    signal.addEventListener("abort", onAbort, { once: true });
+    const timer = setTimeout(() => asked.end({ answered: false, why: "timed_out" }), timeoutMs);
+    this.changed();
+    for (const channel of this.channels) this.offer(entry, channel);
+    try {
+      return await outcome;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      this.waiting.delete(asked.id);
+      for (const channel of entry.offeredTo) channel.withdraw(asked);
+      this.changed();
+    }
+  }
+
+  /** Ends every waiting question (the run is over). */
+  endAll(): void {
+    for (const { asked } of [...this.waiting.values()]) asked.end({ answered: false, why: "cancelled" });
+  }
+
+  /** What the person is being asked, for a status line: "approval of crm.delete_record", "input". */
+  describeWaiting(): string | undefined {
+    const first = this.waiting.values().next().value?.asked.question;
+    if (!first) return undefined;
+    const what =
+      first.kind === "approval" ? `approval of ${first.server}.${first.tool}` : "an answer to input()";
+    const more = this.waiting.size - 1;
+    return more > 0 ? `${what} (and ${more} more)` : what;
+  }
+
+  private offer(entry: { asked: Asked; offeredTo: Set<Channel> }, channel: Channel): void {
+    if (!entry.asked.open || entry.offeredTo.has(channel) || !channel.reaches(entry.asked.question)) return;
+    entry.offeredTo.add(channel);
+    channel.offer(entry.asked, () => this.lost(entry, channel));
+  }
+
+  /** A channel could not ask after all (the client failed the request): with no other, nobody can. */
+  private lost(entry: { asked: Asked; offeredTo: Set<Channel> }, channel: Channel): void {
+    entry.offeredTo.delete(channel);
+    if (entry.offeredTo.size === 0) entry.asked.end({ answered: false, why: "no_channel" });
+  }
+
+  /** Resolves once none of `asked` still waits (a poll that put them to its client), or on abort. */
+  async settled(asked: Asked[], signal: AbortSignal): Promise<void> {
+    const open = () => asked.some((one) => one.open);
+    if (!open() || signal.aborted) return;
+    await new Promise<void>((resolve) => {
+      const check = () => {
+        if (open() && !signal.aborted) return;
+        this.listeners.delete(check);
+        signal.removeEventListener("abort", check);
+        resolve();
+      };
+      this.listeners.add(check);
+      signal.addEventListener("abort", check, { once: true });
+    });
+  }
+
+  private changed(): void {
+    for (const listener of this.listeners) listener();
+  }
+}
