@@ -334,8 +334,8 @@ export const VIEWER_OUTPUT_FLUSH_MS = 50;
 export const VIEWER_SOURCE_MAX_BYTES = 16_384;
 /** Viewer: a comment on each idle event stream this often, so proxies and browsers keep it open. */
 export const VIEWER_KEEPALIVE_MS = 15_000;
-/** Viewer: a request body (a cancel) larger than this is refused. */
-export const VIEWER_BODY_MAX_BYTES = 4_096;
+/** Viewer: a request body (a cancel, an answer) larger than this is refused; room for the longest input() answer, escaped. */
+export const VIEWER_BODY_MAX_BYTES = 512 * 1024;
 /** Viewer: seconds a connection may stay silent (event streams are exempt). */
 export const VIEWER_IDLE_SECONDS = 30;
 /** Viewer: random bytes in its token (printed as twice as many hex digits). */

@@ -11,6 +11,7 @@ import {
   VIEWER_SOURCE_MAX_BYTES,
 } from "../limits.ts";
 import { log } from "../log.ts";
+import type { Asked, Channel, Reply } from "../person/questions.ts";
 import type { Sessions, SessionsWatcher } from "../sessions/registry.ts";
 import type { Session } from "../sessions/session.ts";
 import type { ExecutionResult } from "../worker/result.ts";
@@ -20,6 +21,7 @@ import { encodeEvent, type PageStream } from "./stream.ts";
 import {
   finishedRunView,
   liveRunView,
+  questionView,
   type RunRecord,
   type RunView,
   sessionView,
@@ -37,6 +39,10 @@ export class Hub implements SessionsWatcher {
   private readonly dirtyRuns = new Map<RunRecord, ExecutionResult | undefined>();
   private flushTimer: ReturnType<typeof setTimeout> | undefined;
   private knownArtifacts = new Set<string>();
+  /** Questions put to the person on the pages, by id, until answered or withdrawn. */
+  private readonly asked = new Map<string, Asked>();
+  /** Each session's viewer channel, taken back when it closes. */
+  private readonly channels = new Map<string, Channel>();
   private readonly unsubscribe: () => void;
 
   constructor(private readonly pool: Sessions) {
@@ -47,12 +53,18 @@ export class Hub implements SessionsWatcher {
   opened(session: Session): void {
     this.sessions.set(session.id, session);
     this.records.set(session.id, []);
+    const channel = this.channel();
+    this.channels.set(session.id, channel);
+    session.asking.shared.add(channel);
     this.sessionChanged(session);
   }
 
   closed(session: Session): void {
     this.sessions.delete(session.id);
     this.records.delete(session.id);
+    const channel = this.channels.get(session.id);
+    if (channel) session.asking.shared.delete(channel);
+    this.channels.delete(session.id);
     this.broadcast({ type: "session_closed", session_id: session.id });
   }
 
@@ -61,6 +73,36 @@ export class Hub implements SessionsWatcher {
       started: (run) => this.started(session, run),
       changed: () => this.sessionChanged(session),
     };
+  }
+
+  /**
+   * The pages as a channel to the person: it reaches them while at least one page is open (every page
+   * shows the question; the first answer wins). A page opened later gets the questions in its snapshot.
+   */
+  private channel(): Channel {
+    return {
+      name: "viewer",
+      reaches: () => this.pages.size > 0,
+      offer: (asked) => {
+        this.asked.set(asked.id, asked);
+        this.broadcast({
+          type: "question",
+          question: questionView(asked, this.sessions.get(asked.where.sessionId)),
+        });
+      },
+      withdraw: (asked) => {
+        if (this.asked.delete(asked.id)) this.broadcast({ type: "question_closed", id: asked.id });
+      },
+    };
+  }
+
+  /** An answer from a page; false when the question is no longer open (answered elsewhere, ended). */
+  answer(id: string, reply: Reply): boolean {
+    const asked = this.asked.get(id);
+    if (!asked) return false;
+    if ("decision" in reply && asked.question.kind !== "approval") return false;
+    if (!("decision" in reply) && asked.question.kind !== "input") return false;
+    return asked.answer("viewer", reply);
   }
 
   /** The process-wide artifact store (pictures and downloads are read from it). */
@@ -256,7 +298,10 @@ export class Hub implements SessionsWatcher {
       }
     }
     const sessions = [...this.sessions.values()].map(sessionView);
-    return { type: "hello", sessions, runs };
+    const questions = [...this.asked.values()].map((asked) =>
+      questionView(asked, this.sessions.get(asked.where.sessionId)),
+    );
+    return { type: "hello", sessions, runs, questions };
   }
 
   private broadcast(event: object): void {

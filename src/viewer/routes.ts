@@ -1,12 +1,15 @@
 // The viewer's requests: the page and its two files, its event stream, pictures and artifact downloads
-// (GET), and cancel (POST, JSON, same origin). Every request passes the guard first; every answer
+// (GET), and cancel and the person's answers (POST, JSON, same origin). Every request passes the guard first; every answer
 // carries a Content-Security-Policy that lets the page load only its own script, style and pictures.
+import * as v from "valibot";
 import {
   ARTIFACT_MAX_BYTES,
   HTTP_BODY_READ_TIMEOUT_MS,
+  INPUT_ANSWER_MAX_CHARS,
   VIEWER_BODY_MAX_BYTES,
   VIEWER_STREAMS_MAX,
 } from "../limits.ts";
+import { DECISIONS } from "../person/questions.ts";
 import { readJsonBody } from "../server/http/body.ts";
 import { PAGE_CSS, PAGE_HTML, PAGE_SCRIPT } from "./assets.ts";
 import type { ViewerGuard } from "./guard.ts";
@@ -52,7 +55,11 @@ export async function route(
   if (refusal) return text(refusal.status, `repl-mcp viewer: ${refusal.message}\n`);
   const page = url.pathname === "/";
   if (!guard.authorized(request, url, page && guard.queryToken(url))) return text(401, UNAUTHORIZED);
-  if (post) return url.pathname === "/cancel" ? await cancel(request, hub) : text(404, "Not found\n");
+  if (post) {
+    if (url.pathname === "/cancel") return await cancel(request, hub);
+    if (url.pathname === "/answer") return await answer(request, hub);
+    return text(404, "Not found\n");
+  }
   if (request.method !== "GET" && request.method !== "HEAD") return text(405, "Method not allowed\n");
   if (page && guard.queryToken(url)) {
     // The token leaves the address bar (and the history) at once; the cookie carries it from now on.
@@ -122,6 +129,33 @@ async function artifact(hub: Hub, [, sessionId = "", id = ""]: string[]): Promis
   } catch (error) {
     return text(404, `Artifact not available: ${(error as Error).message}\n`);
   }
+}
+
+const AnswerBody = v.union([
+  v.strictObject({ id: v.string(), decision: v.picklist(DECISIONS) }),
+  v.strictObject({ id: v.string(), value: v.pipe(v.string(), v.maxLength(INPUT_ANSWER_MAX_CHARS)) }),
+  v.strictObject({ id: v.string(), declined: v.literal(true) }),
+]);
+
+/** The person's answer to a question on the page: the first answer from any channel wins. */
+async function answer(request: Request, hub: Hub): Promise<Response> {
+  if (!(request.headers.get("content-type") ?? "").startsWith("application/json")) {
+    return text(415, "Content-Type must be application/json\n");
+  }
+  const body = await readJsonBody(request, VIEWER_BODY_MAX_BYTES, HTTP_BODY_READ_TIMEOUT_MS);
+  if ("status" in body) return text(body.status, `${body.message}\n`);
+  const parsed = v.safeParse(AnswerBody, body.json);
+  if (!parsed.success) {
+    return text(
+      400,
+      'The body must be {"id": "...", "decision": "allow_once" | "allow_session" | "deny"}, {"id": "...", "value": "..."} or {"id": "...", "declined": true}\n',
+    );
+  }
+  const { id, ...reply } = parsed.output;
+  if (!hub.answer(id, reply)) {
+    return Response.json({ answered: false, error: "This question is no longer open" }, { status: 409 });
+  }
+  return Response.json({ answered: true });
 }
 
 /** The same cancellation as python_cancel: the agent's call returns cancelled, the variables stay. */

@@ -2,6 +2,7 @@
 // layer when an event leaves (never kept). Pictures and artifacts are named by same-origin paths the
 // viewer serves itself; their bytes never ride on the event stream.
 import type { ArtifactReference } from "../artifacts/reference.ts";
+import type { Asked } from "../person/questions.ts";
 import type { Session } from "../sessions/session.ts";
 import { cutUtf8 } from "../text/utf8.ts";
 import type { ExecutionResult } from "../worker/result.ts";
@@ -171,4 +172,25 @@ function base(record: RunRecord) {
 function statusOf(result: ExecutionResult): RunStatus {
   if (result.success) return "finished";
   return result.error_code === "CANCELLED" ? "cancelled" : "failed";
+}
+
+/** A question as the page shows it; a getpass() prompt asks for a password box. */
+export function questionView(asked: Asked, session: Session | undefined) {
+  const { question, where } = asked;
+  return {
+    id: asked.id,
+    session_id: where.sessionId,
+    session_name: session?.name ?? null,
+    run_id: where.runId,
+    asked_at: asked.askedAt,
+    ...(question.kind === "approval"
+      ? {
+          kind: "approval" as const,
+          server: question.server,
+          tool: question.tool,
+          summary: question.summary,
+          arguments: question.arguments,
+        }
+      : { kind: "input" as const, prompt: question.prompt, secret: question.secret }),
+  };
 }

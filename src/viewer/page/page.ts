@@ -41,8 +41,21 @@ interface RunView {
   artifacts?: ArtifactLink[];
 }
 
+type QuestionView = {
+  id: string;
+  session_id: string;
+  session_name: string | null;
+  run_id: string | null;
+  asked_at: number;
+} & (
+  | { kind: "approval"; server: string; tool: string; summary: string; arguments: string }
+  | { kind: "input"; prompt: string; secret: boolean }
+);
+
 type ViewerEvent =
-  | { type: "hello"; sessions: SessionView[]; runs: RunView[] }
+  | { type: "hello"; sessions: SessionView[]; runs: RunView[]; questions: QuestionView[] }
+  | { type: "question"; question: QuestionView }
+  | { type: "question_closed"; id: string }
   | { type: "session"; session: SessionView }
   | { type: "session_closed"; session_id: string }
   | { type: "run"; run: RunView }
@@ -59,6 +72,7 @@ type ViewerEvent =
 const sessionsEl = document.getElementById("sessions") as HTMLElement;
 const connection = document.getElementById("connection") as HTMLElement;
 const notices = document.getElementById("notices") as HTMLElement;
+const questionsEl = document.getElementById("questions") as HTMLElement;
 
 /** Each run's card and what the clock needs of it. */
 const cards = new Map<string, { card: HTMLElement; view: RunView }>();
@@ -184,6 +198,80 @@ function cancelButton(view: RunView): HTMLElement {
   return button;
 }
 
+/** Sends one answer; the card goes when the server withdraws the question (here and on every page). */
+async function sendAnswer(card: HTMLElement, body: Record<string, unknown>): Promise<void> {
+  for (const button of card.querySelectorAll("button")) button.disabled = true;
+  const status = card.querySelector(".question-status") as HTMLElement;
+  status.textContent = "Sending…";
+  try {
+    const response = await fetch("/answer", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    status.textContent = response.ok ? "Answered" : "Already answered or withdrawn";
+  } catch {
+    status.textContent = "Sending failed; try again";
+    for (const button of card.querySelectorAll("button")) button.disabled = false;
+  }
+}
+
+function button(label: string, className: string, onClick: () => void): HTMLButtonElement {
+  const node = el("button", className, label) as HTMLButtonElement;
+  node.type = "button";
+  node.addEventListener("click", onClick);
+  return node;
+}
+
+function showQuestion(view: QuestionView): void {
+  if (document.getElementById(`question-${view.id}`)) return;
+  const card = el("article", `question ${view.kind}`);
+  card.id = `question-${view.id}`;
+  const where = `session ${view.session_name ?? view.session_id.slice(0, 8)}${view.run_id ? ` · run ${view.run_id.slice(0, 8)}` : " · artifact_forward"}`;
+  if (view.kind === "approval") {
+    card.append(el("h2", undefined, `Allow ${view.server}.${view.tool}?`), el("div", "meta", where));
+    if (view.summary) card.append(el("div", "summary", view.summary));
+    labelled(card, "arguments", el("pre", "arguments", view.arguments));
+    const id = view.id;
+    const actions = el("div", "actions");
+    actions.append(
+      button("Allow once", "allow", () => void sendAnswer(card, { id, decision: "allow_once" })),
+      button(
+        "Allow for the session",
+        "allow",
+        () => void sendAnswer(card, { id, decision: "allow_session" }),
+      ),
+      button("Deny", "deny", () => void sendAnswer(card, { id, decision: "deny" })),
+    );
+    card.append(actions);
+  } else {
+    card.append(
+      el("h2", undefined, view.secret ? "A cell asks for a password" : "A cell asks for input"),
+      el("div", "meta", where),
+      el("pre", "prompt", view.prompt),
+    );
+    const form = el("form", "actions") as HTMLFormElement;
+    const box = el("input", "answer") as HTMLInputElement;
+    box.type = view.secret ? "password" : "text";
+    box.autocomplete = "off";
+    box.setAttribute("aria-label", "Answer");
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      void sendAnswer(card, { id: view.id, value: box.value });
+    });
+    const send = el("button", "allow", "Send") as HTMLButtonElement;
+    send.type = "submit";
+    form.append(
+      box,
+      send,
+      button("Don't answer", "deny", () => void sendAnswer(card, { id: view.id, declined: true })),
+    );
+    card.append(form);
+  }
+  card.append(el("div", "question-status"));
+  questionsEl.append(card);
+}
+
 function fillCard(card: HTMLElement, view: RunView): void {
   card.replaceChildren();
   card.className = `run ${view.status}`;
@@ -265,6 +353,14 @@ function handle(event: ViewerEvent): void {
       sessionsEl.replaceChildren();
       for (const session of event.sessions) showSession(session);
       for (const run of event.runs) showRun(run);
+      questionsEl.replaceChildren();
+      for (const question of event.questions) showQuestion(question);
+      break;
+    case "question":
+      showQuestion(event.question);
+      break;
+    case "question_closed":
+      document.getElementById(`question-${event.id}`)?.remove();
       break;
     case "session":
       showSession(event.session);

@@ -1,0 +1,162 @@
+// The person answers on the viewer page, in a real headless Chromium, while an agent without elicitation
+// drives the server: an approval card with the call's details and Allow once / Allow for the session /
+// Deny, input() and getpass() text boxes, a request without the token refused, and python_run saying what
+// a run waits for. With the page closed, nobody can be asked and the call is refused at once.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { Page } from "playwright-core";
+import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
+import { Browser, browserMissing, viewerOf } from "../support/viewer.ts";
+
+const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
+const noBrowser = browserMissing();
+if (noBrowser) console.warn(`skipping the viewer's question tests: ${noBrowser}`);
+
+let browser: Browser;
+let harness: Harness | undefined;
+let pages: Page[] = [];
+const cleanups: (() => void)[] = [];
+beforeAll(async () => {
+  if (!noBrowser) browser = await Browser.launch();
+});
+afterAll(async () => {
+  await browser?.close();
+});
+afterEach(async () => {
+  await Promise.all(pages.map((page) => page.close().catch(() => undefined)));
+  pages = [];
+  await harness?.close();
+  harness = undefined;
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+async function watched() {
+  const callLog = join(tmpdir(), `viewer-calls-${crypto.randomUUID()}`);
+  cleanups.push(() => rmSync(callLog, { force: true }));
+  const entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env: { PEER_CALL_LOG: callLog } };
+  const h = await Harness.start({
+    args: ["--viewer"],
+    beforeStart: (project) =>
+      writeFileSync(
+        join(project, ".mcp.json"),
+        JSON.stringify({ mcpServers: { typed: { ...entry, approve: ["create_*"] } } }),
+      ),
+  });
+  harness = h;
+  const viewer = await viewerOf(h);
+  const page = await browser.context.newPage();
+  pages.push(page);
+  await page.goto(viewer.url);
+  await page.locator("#connection.live").waitFor();
+  const received = () =>
+    existsSync(callLog)
+      ? readFileSync(callLog, "utf8")
+          .split("\n")
+          .filter(Boolean)
+          .map((line) => JSON.parse(line).tool as string)
+      : [];
+  return { h, viewer, page, received };
+}
+
+const CALL = [
+  "try:",
+  "    mcp.typed.create_issue(title='from the page')",
+  "    out = 'sent'",
+  "except mcp.McpToolError as e:",
+  "    out = e.code",
+  "out",
+].join("\n");
+
+describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
+  test("the approval card shows the call; Allow once sends it once, Deny raises in the cell", async () => {
+    const { h, page, received } = await watched();
+    const running = h.run(CALL);
+    const card = page.locator(".question.approval");
+    await card.waitFor();
+    expect(await card.locator("h2").textContent()).toBe("Allow typed.create_issue?");
+    expect(await card.locator("pre.arguments").textContent()).toContain('"title":"from the page"');
+    // python_run (another request of the same client) says what the run waits for.
+    const live = (await h.call("python_run", {})).structuredContent as { waiting_for?: string };
+    expect(live.waiting_for).toBe("approval of typed.create_issue");
+    await card.getByRole("button", { name: "Allow once" }).click();
+    expect((await running).value).toBe("sent");
+    await card.waitFor({ state: "detached" });
+    expect(received()).toEqual(["create_issue"]);
+
+    const denied = h.run(CALL);
+    await page.locator(".question.approval").getByRole("button", { name: "Deny" }).click();
+    expect((await denied).value).toBe("APPROVAL_DENIED");
+    expect(received()).toEqual(["create_issue"]);
+    expect(
+      await value(h, "[(r['status'], r['approval']['decision'], r['approval']['channel']) for r in mcp.journal()]"),
+    ).toEqual([
+      ["completed", "allow_once", "viewer"],
+      ["denied", "deny", "viewer"],
+    ]);
+  }, 90_000);
+
+  test("Allow for the session: the next call goes without a card", async () => {
+    const { h, page, received } = await watched();
+    const first = h.run(CALL);
+    await page.locator(".question.approval").getByRole("button", { name: "Allow for the session" }).click();
+    expect((await first).value).toBe("sent");
+    expect(await value(h, CALL)).toBe("sent");
+    expect(received()).toEqual(["create_issue", "create_issue"]);
+    expect(await page.locator(".question").count()).toBe(0);
+  }, 90_000);
+
+  test("a request without the token cannot answer; the card stays until the person does", async () => {
+    const { h, viewer, page, received } = await watched();
+    const running = h.run(CALL);
+    const card = page.locator(".question.approval");
+    await card.waitFor();
+    const id = ((await card.getAttribute("id")) as string).replace("question-", "");
+    const forged = await fetch(`${viewer.origin}/answer`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: viewer.origin },
+      body: JSON.stringify({ id, decision: "allow_once" }),
+    });
+    expect(forged.status).toBe(401);
+    // With the token, an answer to a question that does not exist is refused without effect.
+    const unknown = await fetch(`${viewer.origin}/answer`, {
+      method: "POST",
+      headers: { "content-type": "application/json", origin: viewer.origin, cookie: viewer.cookie },
+      body: JSON.stringify({ id: "no-such-question", decision: "allow_once" }),
+    });
+    expect(unknown.status).toBe(409);
+    expect(received()).toEqual([]);
+    await card.getByRole("button", { name: "Deny" }).click();
+    expect((await running).value).toBe("APPROVAL_DENIED");
+  }, 90_000);
+
+  test("input() gets a text box and getpass() a password box; answers come back to the cell", async () => {
+    const { h, page } = await watched();
+    const asking = h.run("a = input('Your name? ')\nimport getpass\nb = getpass.getpass('Token: ')\n[a, len(b)]");
+    const box = page.locator(".question.input input.answer");
+    await box.waitFor();
+    expect(await box.getAttribute("type")).toBe("text");
+    await box.fill("Ada");
+    await page.locator(".question.input").getByRole("button", { name: "Send" }).click();
+    const secret = page.locator('.question.input input[type="password"]');
+    await secret.waitFor();
+    await secret.fill("s3cret-value");
+    await page.locator(".question.input").getByRole("button", { name: "Send" }).click();
+    const result = await asking;
+    expect(result.value).toEqual(["Ada", 12]);
+    // The secret is in no output: the prompt is, the answer is not.
+    expect(result.stdout).toBe("Your name? Ada\n");
+    expect(JSON.stringify(result)).not.toContain("s3cret-value");
+  }, 90_000);
+
+  test("with the page closed nobody can be asked: the call is refused at once", async () => {
+    const { h, page, received } = await watched();
+    await page.close();
+    await waitFor(async () => (await value(h, CALL)) === "APPROVAL_REQUIRED", {
+      timeoutMs: 15_000,
+      what: "the closed page to stop counting",
+    });
+    expect(received()).toEqual([]);
+  }, 90_000);
+});
