@@ -5,6 +5,7 @@
 import {
   CLIENT_CAPABILITIES_META_KEY,
   CLIENT_INFO_META_KEY,
+  type ServerContext as RequestContext,
   Server,
   type ServerCapabilities,
 } from "@modelcontextprotocol/server";
@@ -16,6 +17,7 @@ import type { SessionScope } from "../sessions/scope.ts";
 import { NAME, VERSION } from "../version.ts";
 import { elicitationChannel, formsDeclared } from "./elicitation.ts";
 import type { Era } from "./era.ts";
+import { InputRounds } from "./input-rounds.ts";
 import { type CallProgress, progressForCall } from "./progress.ts";
 import { render } from "./render.ts";
 import { serveResources } from "./resources.ts";
@@ -79,7 +81,12 @@ const CAPABILITIES: Record<Era, Record<string, unknown>> = {
 
 /** What every client's context starts with. */
 export function clientContext(sessions: SessionScope, settings: ClientSettings): ServerContext {
-  return { sessions, tasks: new TaskBoard(render), ...settings };
+  return {
+    sessions,
+    tasks: new TaskBoard(render),
+    rounds: new InputRounds(settings.approvalTimeoutMs),
+    ...settings,
+  };
 }
 
 /**
@@ -191,27 +198,51 @@ export function createServer(ctx: ServerContext, era: Era): Server {
     if (era === "modern" && plan && takesTasks(extra.mcpReq.envelope)) {
       return runMaybeAsTask(tasks, () => plan(ctx), progress, extra.mcpReq.signal);
     }
-    // The person is asked within this call only while it is in flight; a 2026-07-28 call cannot ask yet.
-    const elicitation =
-      era === "legacy" && formsDeclared(server.getClientCapabilities())
-        ? elicitationChannel(
-            (form, options) => extra.mcpReq.elicitInput(form, options),
-            ctx.approvalTimeoutMs + ELICITATION_MARGIN_MS,
-          )
-        : undefined;
-    try {
-      return present(
-        await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun, elicitation }),
-      );
-    } catch (error) {
-      return failure(tool.name, error, present);
-    } finally {
-      progress.stop();
-    }
+    return answer(server, ctx, era, extra, { name: tool.name, bound, progress, present });
   };
 
   serveTasks(server, tasks, era);
   return server;
+}
+
+/**
+ * A call answered by its own response: under 2026-07-28, with input_required rounds while the person is
+ * asked (when the client takes forms, or this is such a round's retry); under 2025-11-25, with
+ * elicitation/create requests during the call.
+ */
+async function answer(
+  server: Server,
+  ctx: ServerContext,
+  era: Era,
+  extra: RequestContext,
+  call: { name: string; bound: BoundCall; progress: CallProgress; present: Present },
+) {
+  const { name, bound, progress, present } = call;
+  const requestState = extra.mcpReq.requestState();
+  try {
+    if (
+      era === "modern" &&
+      (requestState !== undefined || formsDeclared(capabilitiesOf(extra.mcpReq.envelope)))
+    ) {
+      const served = await ctx.rounds.serve(
+        name,
+        requestState,
+        extra.mcpReq.inputResponses,
+        extra.mcpReq.signal,
+        (signal, elicitation) => bound.handle(ctx, { signal, onRun: progress.onRun, elicitation }),
+      );
+      return "inputRequired" in served ? served.inputRequired : present(served.done);
+    }
+    const elicitation =
+      era === "legacy" ? legacyElicitation(server, extra, ctx.approvalTimeoutMs) : undefined;
+    return present(
+      await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun, elicitation }),
+    );
+  } catch (error) {
+    return failure(name, error, present);
+  } finally {
+    progress.stop();
+  }
 }
 
 /** The task requests of each era's vocabulary (2025-11-25 tasks, or the 2026 extension). */
@@ -240,12 +271,28 @@ function serveTasks(server: Server, tasks: TaskBoard, era: Era): void {
   }
 }
 
+/**
+ * A 2025-11-25 call can ask the person while it is in flight (elicitation/create), if its client
+ * declared forms; the request outlives the question, whose own expiry decides.
+ */
+function legacyElicitation(server: Server, extra: RequestContext, approvalTimeoutMs: number) {
+  if (!formsDeclared(server.getClientCapabilities())) return undefined;
+  return elicitationChannel(
+    (form, options) => extra.mcpReq.elicitInput(form, options),
+    approvalTimeoutMs + ELICITATION_MARGIN_MS,
+  );
+}
+
+/** The client capabilities a 2026-07-28 request carries in its envelope. */
+function capabilitiesOf(envelope: unknown) {
+  return (envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as
+    | { extensions?: Record<string, unknown>; elicitation?: Record<string, unknown> }
+    | undefined;
+}
+
 /** Whether a 2026-07-28 request's client capabilities include the tasks extension. */
 function takesTasks(envelope: unknown): boolean {
-  const capabilities = (envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY] as
-    | { extensions?: Record<string, unknown> }
-    | undefined;
-  const extension = capabilities?.extensions?.[TASKS_EXTENSION];
+  const extension = capabilitiesOf(envelope)?.extensions?.[TASKS_EXTENSION];
   return typeof extension === "object" && extension !== null;
 }
 

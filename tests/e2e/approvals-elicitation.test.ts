@@ -1,8 +1,9 @@
-// Approvals and input() answered through MCP elicitation by a 2025-11-25 SDK client that declares forms:
+// Approvals and input() answered through MCP elicitation by an SDK client that declares forms, in both
+// eras (2025-11-25 elicitation/create during the call; 2026-07-28 input_required results and retries):
 // allow once, allow for the session, deny, decline, no answer in time, cancel while waiting, two calls
 // waiting at once, a python_start run asked on its next poll, artifact_forward, and input()/getpass().
 // The peer's own call log says what was really sent.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -28,12 +29,15 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
+let era: "legacy" | "modern" = "legacy";
+
 async function start(person: Person, options: { args?: string[]; approve?: unknown; forms?: boolean } = {}) {
   const callLog = join(tmpdir(), `approve-calls-${crypto.randomUUID()}`);
   cleanups.push(() => rmSync(callLog, { force: true }));
   const entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env: { PEER_CALL_LOG: callLog } };
   const asked: Asked[] = [];
   h = await Harness.start({
+    era,
     args: options.args,
     capabilities: options.forms === false ? {} : { elicitation: { form: {} } },
     beforeStart: (project) =>
@@ -98,231 +102,266 @@ const journal = (harness: Harness) =>
     "[(r['tool'], r['status'], (r.get('approval') or {}).get('decision'), (r.get('approval') or {}).get('channel')) for r in mcp.journal()]",
   );
 
-describe("approvals through elicitation (2025-11-25)", () => {
-  test("allow once: the form names the call and its arguments; each call is asked; the journal says who allowed", async () => {
-    const { harness, received, asked } = await start(() => accept("allow_once"));
-    expect(await value(harness, outcome("mcp.typed.create_issue(title='first')"))).toEqual(["ok"]);
-    expect(await value(harness, outcome("mcp.typed.create_issue(title='second')"))).toEqual(["ok"]);
-    expect(received()).toEqual(["create_issue", "create_issue"]);
-    expect(asked).toHaveLength(2);
-    expect(asked[0]?.message).toContain("typed.create_issue");
-    expect(asked[0]?.message).toContain('"title":"first"');
-    expect(asked[0]?.schema.required).toEqual(["decision"]);
-    expect(asked[0]?.schema.properties.decision?.enum).toEqual(["allow_once", "allow_session", "deny"]);
-    // Read-only tools are not asked about.
-    expect(await value(harness, outcome("mcp.typed.search(query='q')"))).toEqual(["ok"]);
-    expect(asked).toHaveLength(2);
-    expect(await journal(harness)).toEqual([
-      ["create_issue", "completed", "allow_once", "elicitation"],
-      ["create_issue", "completed", "allow_once", "elicitation"],
-      ["search", "completed", null, null],
-    ]);
-  }, 60_000);
-
-  test("allow for the session: later calls of that tool are not asked; other tools still are", async () => {
-    const { harness, received, asked } = await start(() => accept("allow_session"));
-    for (let i = 0; i < 3; i++)
-      expect(await value(harness, outcome(`mcp.typed.create_issue(title='t${i}')`))).toEqual(["ok"]);
-    expect(asked).toHaveLength(1);
-    expect(await value(harness, outcome("mcp.typed.delete_everything(confirm=True)"))).toEqual(["ok"]);
-    expect(asked).toHaveLength(2);
-    expect(received()).toEqual(["create_issue", "create_issue", "create_issue", "delete_everything"]);
-    const decisions = ((await journal(harness)) as string[][]).map((record) => record.slice(2));
-    expect(decisions).toEqual([
-      ["allow_session", "elicitation"],
-      ["allow_session", "session"],
-      ["allow_session", "session"],
-      ["allow_session", "elicitation"],
-    ]);
-    // A new session starts with nothing allowed.
-    const other = await harness.call("python_session_open", { name: "second", project: harness.project });
-    const sid = (other.structuredContent as { session_id: string }).session_id;
-    const result = await harness.call("execute_python", {
-      session_id: sid,
-      code: outcome("mcp.typed.create_issue(title='again')"),
+for (const which of ["legacy", "modern"] as const) {
+  describe(`approvals through elicitation (${which === "legacy" ? "2025-11-25 elicitation/create" : "2026-07-28 input_required"})`, () => {
+    beforeEach(() => {
+      era = which;
     });
-    expect((result.structuredContent as { value: unknown }).value).toEqual(["ok"]);
-    expect(asked).toHaveLength(3);
-  }, 60_000);
 
-  test("deny and decline: APPROVAL_DENIED in the cell, nothing sent, journalled as denied", async () => {
-    let answer: Answer = accept("deny");
-    const { harness, received } = await start(() => answer);
-    expect(await value(harness, outcome("mcp.typed.create_issue(title='t')"))).toEqual([
-      "McpToolError",
-      "APPROVAL_DENIED",
-    ]);
-    answer = { action: "decline" };
-    expect(
-      await value(harness, outcome("mcp.call('typed', 'create_issue', arguments={'title': 't'})")),
-    ).toEqual(["McpToolError", "APPROVAL_DENIED"]);
-    answer = { action: "cancel" };
-    expect(
-      await value(harness, outcome("await mcp.acall('typed', 'create_issue', arguments={'title': 't'})")),
-    ).toEqual(["McpToolError", "APPROVAL_DENIED"]);
-    expect(received()).toEqual([]);
-    expect(await journal(harness)).toEqual([
-      ["create_issue", "denied", "deny", "elicitation"],
-      ["create_issue", "denied", "deny", "elicitation"],
-      ["create_issue", "denied", "deny", "elicitation"],
-    ]);
-  }, 60_000);
+    test("allow once: the form names the call and its arguments; each call is asked; the journal says who allowed", async () => {
+      const { harness, received, asked } = await start(() => accept("allow_once"));
+      expect(await value(harness, outcome("mcp.typed.create_issue(title='first')"))).toEqual(["ok"]);
+      expect(await value(harness, outcome("mcp.typed.create_issue(title='second')"))).toEqual(["ok"]);
+      expect(received()).toEqual(["create_issue", "create_issue"]);
+      expect(asked).toHaveLength(2);
+      expect(asked[0]?.message).toContain("typed.create_issue");
+      expect(asked[0]?.message).toContain('"title":"first"');
+      expect(asked[0]?.schema.required).toEqual(["decision"]);
+      expect(asked[0]?.schema.properties.decision?.enum).toEqual(["allow_once", "allow_session", "deny"]);
+      // Read-only tools are not asked about.
+      expect(await value(harness, outcome("mcp.typed.search(query='q')"))).toEqual(["ok"]);
+      expect(asked).toHaveLength(2);
+      expect(await journal(harness)).toEqual([
+        ["create_issue", "completed", "allow_once", "elicitation"],
+        ["create_issue", "completed", "allow_once", "elicitation"],
+        ["search", "completed", null, null],
+      ]);
+    }, 60_000);
 
-  test("no answer in time: APPROVAL_REQUIRED, the form is withdrawn, nothing sent", async () => {
-    const { harness, received, asked } = await start(never, { args: ["--approval-timeout-s", "1"] });
-    const started = performance.now();
-    expect(await value(harness, outcome("mcp.typed.create_issue(title='t')"))).toEqual([
-      "McpToolError",
-      "APPROVAL_REQUIRED",
-    ]);
-    expect(performance.now() - started).toBeGreaterThan(900);
-    await waitFor(() => asked[0]?.aborted === true, { timeoutMs: 5_000, what: "the form to be withdrawn" });
-    expect(received()).toEqual([]);
-    expect(await journal(harness)).toEqual([["create_issue", "not_approved", "timed_out", null]]);
-  }, 60_000);
+    test("allow for the session: later calls of that tool are not asked; other tools still are", async () => {
+      const { harness, received, asked } = await start(() => accept("allow_session"));
+      for (let i = 0; i < 3; i++)
+        expect(await value(harness, outcome(`mcp.typed.create_issue(title='t${i}')`))).toEqual(["ok"]);
+      expect(asked).toHaveLength(1);
+      expect(await value(harness, outcome("mcp.typed.delete_everything(confirm=True)"))).toEqual(["ok"]);
+      expect(asked).toHaveLength(2);
+      expect(received()).toEqual(["create_issue", "create_issue", "create_issue", "delete_everything"]);
+      const decisions = ((await journal(harness)) as string[][]).map((record) => record.slice(2));
+      expect(decisions).toEqual([
+        ["allow_session", "elicitation"],
+        ["allow_session", "session"],
+        ["allow_session", "session"],
+        ["allow_session", "elicitation"],
+      ]);
+      // A new session starts with nothing allowed.
+      const other = await harness.call("python_session_open", { name: "second", project: harness.project });
+      const sid = (other.structuredContent as { session_id: string }).session_id;
+      const result = await harness.call("execute_python", {
+        session_id: sid,
+        code: outcome("mcp.typed.create_issue(title='again')"),
+      });
+      expect((result.structuredContent as { value: unknown }).value).toEqual(["ok"]);
+      expect(asked).toHaveLength(3);
+    }, 60_000);
 
-  test("a wait longer than the call's own timeout: the person's time does not count against it", async () => {
-    const { harness, received } = await start(async () => {
-      await Bun.sleep(2_500);
-      return accept("allow_once");
+    test("deny and decline: APPROVAL_DENIED in the cell, nothing sent, journalled as denied", async () => {
+      let answer: Answer = accept("deny");
+      const { harness, received } = await start(() => answer);
+      expect(await value(harness, outcome("mcp.typed.create_issue(title='t')"))).toEqual([
+        "McpToolError",
+        "APPROVAL_DENIED",
+      ]);
+      answer = { action: "decline" };
+      expect(
+        await value(harness, outcome("mcp.call('typed', 'create_issue', arguments={'title': 't'})")),
+      ).toEqual(["McpToolError", "APPROVAL_DENIED"]);
+      answer = { action: "cancel" };
+      expect(
+        await value(harness, outcome("await mcp.acall('typed', 'create_issue', arguments={'title': 't'})")),
+      ).toEqual(["McpToolError", "APPROVAL_DENIED"]);
+      expect(received()).toEqual([]);
+      expect(await journal(harness)).toEqual([
+        ["create_issue", "denied", "deny", "elicitation"],
+        ["create_issue", "denied", "deny", "elicitation"],
+        ["create_issue", "denied", "deny", "elicitation"],
+      ]);
+    }, 60_000);
+
+    test("no answer in time: APPROVAL_REQUIRED, the form is withdrawn (a late answer changes nothing), nothing sent", async () => {
+      // Under 2026-07-28 nothing can be withdrawn from the client: its late answer comes with the retry.
+      const late = async () => {
+        await Bun.sleep(2_500);
+        return accept("allow_once");
+      };
+      const { harness, received, asked } = await start(which === "legacy" ? never : late, {
+        args: ["--approval-timeout-s", "1"],
+      });
+      const started = performance.now();
+      expect(await value(harness, outcome("mcp.typed.create_issue(title='t')"))).toEqual([
+        "McpToolError",
+        "APPROVAL_REQUIRED",
+      ]);
+      expect(performance.now() - started).toBeGreaterThan(900);
+      expect(asked).toHaveLength(1);
+      if (which === "legacy")
+        await waitFor(() => asked[0]?.aborted === true, {
+          timeoutMs: 5_000,
+          what: "the form to be withdrawn",
+        });
+      expect(received()).toEqual([]);
+      expect(await journal(harness)).toEqual([["create_issue", "not_approved", "timed_out", null]]);
+    }, 60_000);
+
+    test("a wait longer than the call's own timeout: the person's time does not count against it", async () => {
+      const { harness, received } = await start(async () => {
+        await Bun.sleep(2_500);
+        return accept("allow_once");
+      });
+      expect(
+        await value(
+          harness,
+          outcome("mcp.call('typed', 'create_issue', arguments={'title': 't'}, timeout=1)"),
+        ),
+      ).toEqual(["ok"]);
+      expect(received()).toEqual(["create_issue"]);
+    }, 60_000);
+
+    test("two calls waiting at once (mcp.acall): each is asked and answered on its own", async () => {
+      const { harness, received, asked } = await start((one) =>
+        accept(one.message.includes('"title":"yes"') ? "allow_once" : "deny"),
+      );
+      const code = [
+        "import asyncio",
+        "async def one(title):",
+        "    try:",
+        "        await mcp.acall('typed', 'create_issue', arguments={'title': title})",
+        "        return 'ok'",
+        "    except mcp.McpToolError as e:",
+        "        return e.code",
+        "await asyncio.gather(one('yes'), one('no'))",
+      ].join("\n");
+      expect(await value(harness, code)).toEqual(["ok", "APPROVAL_DENIED"]);
+      expect(asked).toHaveLength(2);
+      expect(received()).toEqual(["create_issue"]);
+    }, 60_000);
+
+    test("python_start: a question waits for the next python_run poll, which carries it; cancel ends a wait", async () => {
+      const waiting: ((a: Answer) => void)[] = [];
+      const answerAll = (answer: Answer) => {
+        for (const resolve of waiting.splice(0)) resolve(answer);
+      };
+      const { harness, received, asked } = await start(
+        () =>
+          new Promise<Answer>((resolve) => {
+            waiting.push(resolve);
+          }),
+      );
+      const sid = await harness.sessionId();
+      const started = await harness.call("python_start", {
+        session_id: sid,
+        code: outcome("mcp.typed.create_issue(title='later')"),
+      });
+      const runId = (started.structuredContent as { run_id: string }).run_id;
+      // Nobody is asked until a poll comes; the poll puts the form to the person and returns once it is answered.
+      await Bun.sleep(300);
+      expect(asked).toHaveLength(0);
+      const polls = await pollUntilAsked(harness, sid, runId, () => asked.length > 0);
+      answerAll(accept("allow_once"));
+      await Promise.all(polls);
+      await waitFor(
+        async () =>
+          (
+            (await harness.call("python_run", { session_id: sid, run_id: runId })).structuredContent as {
+              success?: boolean;
+            }
+          ).success === true,
+        { timeoutMs: 20_000, what: "the run to finish" },
+      );
+      const done = (await harness.call("python_run", { session_id: sid, run_id: runId })).structuredContent;
+      expect((done as { value: unknown }).value).toEqual(["ok"]);
+      expect(received()).toEqual(["create_issue"]);
+
+      // A second run waits; python_cancel ends the wait at once, and nothing is sent.
+      const second = await harness.call("python_start", {
+        session_id: sid,
+        code: "mcp.typed.create_issue(title='never')",
+      });
+      const secondId = (second.structuredContent as { run_id: string }).run_id;
+      const before = asked.length;
+      const pollsWhileAsking = await pollUntilAsked(harness, sid, secondId, () => asked.length > before);
+      await harness.call("python_cancel", { session_id: sid, run_id: secondId });
+      if (which === "legacy")
+        await waitFor(() => asked[before]?.aborted === true, {
+          timeoutMs: 10_000,
+          what: "the form to be withdrawn",
+        });
+      // Under 2026-07-28 the client's form stays open until the person answers; that answer is too late.
+      answerAll(accept("allow_once"));
+      await Promise.all(pollsWhileAsking);
+      await waitFor(
+        async () =>
+          (
+            (await harness.call("python_run", { session_id: sid, run_id: secondId })).structuredContent as {
+              error_code?: string;
+            }
+          ).error_code === "CANCELLED",
+        { timeoutMs: 20_000, what: "the cancelled result" },
+      );
+      expect(received()).toEqual(["create_issue"]);
+    }, 90_000);
+
+    test("artifact_forward as a tool is asked during its own call", async () => {
+      const { harness, received, asked } = await start(() => accept("allow_once"));
+      writeFileSync(join(harness.project, "body.txt"), "body");
+      const sid = await harness.sessionId();
+      const created = await harness.call("artifact_create", {
+        session_id: sid,
+        path: "body.txt",
+        format: "text",
+      });
+      const forwarded = await harness.call("artifact_forward", {
+        session_id: sid,
+        id: (created.structuredContent as { id: string }).id,
+        server: "typed",
+        tool: "create_issue",
+        argument: "body",
+        format: "text",
+        arguments: { title: "t" },
+      });
+      expect(forwarded.isError).not.toBe(true);
+      expect(asked).toHaveLength(1);
+      expect(received()).toEqual(["create_issue"]);
+    }, 60_000);
+  });
+
+  describe(`input() and getpass() (${which})`, () => {
+    beforeEach(() => {
+      era = which;
     });
-    expect(
-      await value(harness, outcome("mcp.call('typed', 'create_issue', arguments={'title': 't'}, timeout=1)")),
-    ).toEqual(["ok"]);
-    expect(received()).toEqual(["create_issue"]);
-  }, 60_000);
 
-  test("two calls waiting at once (mcp.acall): each is asked and answered on its own", async () => {
-    const { harness, received, asked } = await start((one) =>
-      accept(one.message.includes('"title":"yes"') ? "allow_once" : "deny"),
-    );
-    const code = [
-      "import asyncio",
-      "async def one(title):",
-      "    try:",
-      "        await mcp.acall('typed', 'create_issue', arguments={'title': title})",
-      "        return 'ok'",
-      "    except mcp.McpToolError as e:",
-      "        return e.code",
-      "await asyncio.gather(one('yes'), one('no'))",
-    ].join("\n");
-    expect(await value(harness, code)).toEqual(["ok", "APPROVAL_DENIED"]);
-    expect(asked).toHaveLength(2);
-    expect(received()).toEqual(["create_issue"]);
-  }, 60_000);
+    test("input() is answered through elicitation; getpass() is never put to the client", async () => {
+      const { harness, asked } = await start((one) =>
+        one.schema.required.includes("value")
+          ? { action: "accept", content: { value: "Ada" } }
+          : accept("deny"),
+      );
+      const result = await harness.run("name = input('Your name? ')\nname.upper()");
+      expect(result.value).toBe("ADA");
+      expect(result.stdout).toBe("Your name? Ada\n");
+      expect(asked[0]?.message).toBe("Your name?");
+      const secret = await value(
+        harness,
+        "import getpass\ntry:\n    getpass.getpass()\n    r = 'answered'\nexcept EOFError as e:\n    r = str(e)\nr",
+      );
+      expect(secret).toContain("viewer");
+      expect(asked).toHaveLength(1);
+    }, 60_000);
 
-  test("python_start: a question waits for the next python_run poll, which carries it; cancel ends a wait", async () => {
-    let answer: (a: Answer) => void = () => {};
-    const { harness, received, asked } = await start(
-      () =>
-        new Promise<Answer>((resolve) => {
-          answer = resolve;
-        }),
-    );
-    const sid = await harness.sessionId();
-    const started = await harness.call("python_start", {
-      session_id: sid,
-      code: outcome("mcp.typed.create_issue(title='later')"),
-    });
-    const runId = (started.structuredContent as { run_id: string }).run_id;
-    // Nobody is asked until a poll comes; the poll puts the form to the person and returns once it is answered.
-    await Bun.sleep(300);
-    expect(asked).toHaveLength(0);
-    const polls = await pollUntilAsked(harness, sid, runId, () => asked.length === 1);
-    answer(accept("allow_once"));
-    await Promise.all(polls);
-    await waitFor(
-      async () =>
-        (
-          (await harness.call("python_run", { session_id: sid, run_id: runId })).structuredContent as {
-            success?: boolean;
-          }
-        ).success === true,
-      { timeoutMs: 20_000, what: "the run to finish" },
-    );
-    const done = (await harness.call("python_run", { session_id: sid, run_id: runId })).structuredContent;
-    expect((done as { value: unknown }).value).toEqual(["ok"]);
-    expect(received()).toEqual(["create_issue"]);
-
-    // A second run waits; python_cancel ends the wait at once, and nothing is sent.
-    const second = await harness.call("python_start", {
-      session_id: sid,
-      code: "mcp.typed.create_issue(title='never')",
-    });
-    const secondId = (second.structuredContent as { run_id: string }).run_id;
-    const pollsWhileAsking = await pollUntilAsked(harness, sid, secondId, () => asked.length === 2);
-    await harness.call("python_cancel", { session_id: sid, run_id: secondId });
-    await Promise.all(pollsWhileAsking);
-    await waitFor(() => asked[1]?.aborted === true, { timeoutMs: 10_000, what: "the form to be withdrawn" });
-    await waitFor(
-      async () =>
-        (
-          (await harness.call("python_run", { session_id: sid, run_id: secondId })).structuredContent as {
-            error_code?: string;
-          }
-        ).error_code === "CANCELLED",
-      { timeoutMs: 20_000, what: "the cancelled result" },
-    );
-    expect(received()).toEqual(["create_issue"]);
-  }, 90_000);
-
-  test("artifact_forward as a tool is asked during its own call", async () => {
-    const { harness, received, asked } = await start(() => accept("allow_once"));
-    writeFileSync(join(harness.project, "body.txt"), "body");
-    const sid = await harness.sessionId();
-    const created = await harness.call("artifact_create", {
-      session_id: sid,
-      path: "body.txt",
-      format: "text",
-    });
-    const forwarded = await harness.call("artifact_forward", {
-      session_id: sid,
-      id: (created.structuredContent as { id: string }).id,
-      server: "typed",
-      tool: "create_issue",
-      argument: "body",
-      format: "text",
-      arguments: { title: "t" },
-    });
-    expect(forwarded.isError).not.toBe(true);
-    expect(asked).toHaveLength(1);
-    expect(received()).toEqual(["create_issue"]);
-  }, 60_000);
-});
-
-describe("input() and getpass()", () => {
-  test("input() is answered through elicitation; getpass() is never put to the client", async () => {
-    const { harness, asked } = await start((one) =>
-      one.schema.required.includes("value")
-        ? { action: "accept", content: { value: "Ada" } }
-        : accept("deny"),
-    );
-    const result = await harness.run("name = input('Your name? ')\nname.upper()");
-    expect(result.value).toBe("ADA");
-    expect(result.stdout).toBe("Your name? Ada\n");
-    expect(asked[0]?.message).toBe("Your name?");
-    const secret = await value(
-      harness,
-      "import getpass\ntry:\n    getpass.getpass()\n    r = 'answered'\nexcept EOFError as e:\n    r = str(e)\nr",
-    );
-    expect(secret).toContain("viewer");
-    expect(asked).toHaveLength(1);
-  }, 60_000);
-
-  test("with nobody to ask, input() raises EOFError at once and says why; calls needing approval are refused", async () => {
-    const { harness, received } = await start(never, { forms: false });
-    const started = performance.now();
-    const said = await value(
-      harness,
-      "try:\n    input('x')\n    r = 'answered'\nexcept EOFError as e:\n    r = str(e)\nr",
-    );
-    expect(performance.now() - started).toBeLessThan(20_000);
-    expect(said).toContain("nobody can be asked");
-    expect(await value(harness, outcome("mcp.typed.create_issue(title='t')"))).toEqual([
-      "McpToolError",
-      "APPROVAL_REQUIRED",
-    ]);
-    expect(received()).toEqual([]);
-    expect(await journal(harness)).toEqual([["create_issue", "not_approved", "no_channel", null]]);
-  }, 60_000);
-});
+    test("with nobody to ask, input() raises EOFError at once and says why; calls needing approval are refused", async () => {
+      const { harness, received } = await start(never, { forms: false });
+      const started = performance.now();
+      const said = await value(
+        harness,
+        "try:\n    input('x')\n    r = 'answered'\nexcept EOFError as e:\n    r = str(e)\nr",
+      );
+      expect(performance.now() - started).toBeLessThan(20_000);
+      expect(said).toContain("nobody can be asked");
+      expect(await value(harness, outcome("mcp.typed.create_issue(title='t')"))).toEqual([
+        "McpToolError",
+        "APPROVAL_REQUIRED",
+      ]);
+      expect(received()).toEqual([]);
+      expect(await journal(harness)).toEqual([["create_issue", "not_approved", "no_channel", null]]);
+    }, 60_000);
+  });
+}

@@ -90,7 +90,10 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
     expect((await denied).value).toBe("APPROVAL_DENIED");
     expect(received()).toEqual(["create_issue"]);
     expect(
-      await value(h, "[(r['status'], r['approval']['decision'], r['approval']['channel']) for r in mcp.journal()]"),
+      await value(
+        h,
+        "[(r['status'], r['approval']['decision'], r['approval']['channel']) for r in mcp.journal()]",
+      ),
     ).toEqual([
       ["completed", "allow_once", "viewer"],
       ["denied", "deny", "viewer"],
@@ -133,7 +136,9 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
 
   test("input() gets a text box and getpass() a password box; answers come back to the cell", async () => {
     const { h, page } = await watched();
-    const asking = h.run("a = input('Your name? ')\nimport getpass\nb = getpass.getpass('Token: ')\n[a, len(b)]");
+    const asking = h.run(
+      "a = input('Your name? ')\nimport getpass\nb = getpass.getpass('Token: ')\n[a, len(b)]",
+    );
     const box = page.locator(".question.input input.answer");
     await box.waitFor();
     expect(await box.getAttribute("type")).toBe("text");

@@ -33,7 +33,7 @@ test("each third-party library is imported in one place", () => {
 
 test("lower layers never import upper ones", () => {
   const upper = /from "\.\.\/(server|sessions|broker|cli)\//;
-  for (const layer of ["wire/", "guardian/", "worker/", "text/", "fs/"]) {
+  for (const layer of ["wire/", "guardian/", "worker/", "text/", "fs/", "person/"]) {
     expect(offenders(upper, (p) => !p.startsWith(layer))).toEqual([]);
   }
   expect(offenders(/from "\.\.\/(server|sessions)\//, (p) => !p.startsWith("broker/"))).toEqual([]);

@@ -7,6 +7,7 @@ import { ProtocolError } from "../../errors.ts";
 import type { Channel } from "../../person/questions.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
 import type { ActiveRun } from "../../worker/run.ts";
+import type { InputRounds } from "../input-rounds.ts";
 import type { RunPlan } from "../run-plan.ts";
 import { type JsonSchema, jsonSchemaOf, outputSchemaOf, parseArguments } from "../schema.ts";
 import type { ResultStyleSetting } from "../styles/table.ts";
@@ -27,6 +28,8 @@ export interface ServerContext extends ClientSettings {
   sessions: SessionScope;
   /** Its MCP tasks (their ids are run ids of its sessions). */
   tasks: TaskBoard;
+  /** Its 2026-07-28 calls parked while the person is asked. */
+  rounds: InputRounds;
 }
 
 /** A3 of the error model: under a stateless revision nothing says which session an unnamed cell meant. */
