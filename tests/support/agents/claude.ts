@@ -41,6 +41,8 @@ export interface RunOptions {
   tag?: string;
   /** Put in Claude Code's own environment (over the isolating defaults; "" removes a default). */
   clientEnv?: Record<string, string>;
+  /** Claude Code settings (hooks, ...), given with --settings. */
+  settings?: object;
 }
 
 export async function runClaude(options: RunOptions = {}): Promise<ClaudeRun> {
@@ -84,6 +86,7 @@ export async function runClaude(options: RunOptions = {}): Promise<ClaudeRun> {
         "--output-format",
         "stream-json",
         "--verbose",
+        ...(options.settings ? ["--settings", JSON.stringify(options.settings)] : []),
       ],
       {
         cwd: project,

@@ -50,7 +50,7 @@ const sessionOf = (seen: SeenSoFar): string | undefined => {
   const at = text.search(/session/i);
   return at < 0 ? undefined : text.slice(at).match(UUID)?.[0];
 };
-const inSession =
+export const inSession =
   (code: string, extra: Record<string, unknown> = {}) =>
   (seen: SeenSoFar) => ({
     code,
