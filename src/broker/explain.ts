@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import { BROKER_ARGUMENT_MAX_BYTES, BROKER_CATALOGUE_TTL_MS, BROKER_RESULT_MAX_BYTES } from "../limits.ts";
 import type { Catalogues } from "./catalogue.ts";
+import { needsApproval } from "./approval.ts";
 import { granted } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
 import type { ConnectionPool } from "./connections.ts";
@@ -57,8 +58,27 @@ export function explain(
       action:
         "Servers configured only in your MCP client are not visible here; add them to the broker registry",
     },
+    approval: entry ? approvalOf(entry, catalogues, tool) : null,
     ...found,
   };
+}
+
+/**
+ * Whether a call needs the person's approval (the entry's `approve`): `required` is null when it depends
+ * on a tool not named, or on annotations of a catalogue not loaded yet.
+ */
+function approvalOf(entry: ServerEntry, catalogues: Catalogues, tool: string | null) {
+  const rule = entry.approve ?? null;
+  if (rule === null) return { rule, required: false };
+  if (tool === null) return { rule, required: rule === "all" ? true : null };
+  const definition = catalogues.cached(entry)?.tools.find((candidate) => candidate.name === tool);
+  // Patterns and "all" read the name only; "writes" needs the tool's annotations.
+  const required = definition
+    ? needsApproval(entry, definition)
+    : rule === "writes"
+      ? null
+      : needsApproval(entry, { name: tool, inputSchema: { type: "object" } });
+  return { rule, required };
 }
 
 /** The registry is broken or off, or has no usable entry of that name. */

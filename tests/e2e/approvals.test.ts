@@ -80,6 +80,13 @@ describe("approve", () => {
     ).toBe("caught");
     // Read-only by its server's annotation: sent as before.
     expect(await value(harness, outcome("mcp.typed.search(query='q')"))).toEqual(["ok"]);
+    // With the catalogue loaded, mcp.explain reads the annotations too.
+    expect(
+      await value(harness, "[mcp.explain('typed', t)['approval'] for t in ('create_issue', 'search')]"),
+    ).toEqual([
+      { rule: "writes", required: true },
+      { rule: "writes", required: false },
+    ]);
     expect(received()).toEqual(["search"]);
     // Nothing refused was dispatched: the journal says so, with why.
     expect(
@@ -127,6 +134,13 @@ describe("approve", () => {
     ]);
     expect(await value(harness, outcome("mcp.typed.create_issue(title='t')"))).toEqual(["ok"]);
     expect(received()).toEqual(["create_issue"]);
+    // mcp.explain says which calls would wait for the person, from the name alone for patterns.
+    expect(
+      await value(
+        harness,
+        "[mcp.explain('typed', t)['approval']['required'] for t in ('delete_everything', 'create_issue')]",
+      ),
+    ).toEqual([true, false]);
   }, 60_000);
 
   test('"all": even a read-only tool waits for the person', async () => {

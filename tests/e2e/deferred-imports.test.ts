@@ -33,6 +33,9 @@ describe("deferred imports", () => {
       `import asyncio, subprocess\n[${watching}, '_track_popen' in subprocess.Popen.__init__.__qualname__]`,
     );
     expect(last.value).toEqual([1, true]);
+    // getpass gets the version that asks the person (docs/tools.md, input() and getpass()).
+    const getpass = await h.run(`import getpass\n[${watching}, getpass.getpass.__qualname__]`);
+    expect(getpass.value).toEqual([1, "_patch_getpass.<locals>.getpass"]);
     // The last one is matplotlib.pyplot (display() patches plt.show); a stand-in package is enough here.
     mkdirSync(join(h.project, "matplotlib"));
     writeFileSync(join(h.project, "matplotlib", "__init__.py"), "");

@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { VIEWER_BODY_MAX_BYTES } from "../../src/limits.ts";
 import { BINARY, Harness, tempDir, waitFor } from "../support/harness.ts";
 import { EventReader, listeningPorts, rawRequest, viewerOf } from "../support/viewer.ts";
 
@@ -121,7 +122,9 @@ describe("every request needs the token", () => {
     );
     const own = ["POST /cancel HTTP/1.1", host, cookie, `Origin: ${viewer.origin}`];
     expect((await rawRequest(viewer.port, [...own, "Content-Type: text/plain"], body)).status).toBe(415);
-    expect((await rawRequest(viewer.port, [...own, json], "x".repeat(10_000))).status).toBe(413);
+    expect(
+      (await rawRequest(viewer.port, [...own, json], "x".repeat(VIEWER_BODY_MAX_BYTES + 1))).status,
+    ).toBe(413);
     const nothing = await rawRequest(viewer.port, [...own, json], body);
     expect(nothing.status).toBe(409);
     expect(JSON.parse(nothing.body)).toEqual({ cancel_requested: false, error: "No matching active run" });
