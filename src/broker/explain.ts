@@ -3,8 +3,8 @@
 // order a call meets them: the registry, the entry's policy, the connection, the tool catalogue.
 import { existsSync } from "node:fs";
 import { BROKER_ARGUMENT_MAX_BYTES, BROKER_CATALOGUE_TTL_MS, BROKER_RESULT_MAX_BYTES } from "../limits.ts";
-import type { Catalogues } from "./catalogue.ts";
 import { needsApproval } from "./approval.ts";
+import type { Catalogues } from "./catalogue.ts";
 import { granted } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
 import type { ConnectionPool } from "./connections.ts";

@@ -9,6 +9,8 @@ import { type Asked, type Channel, DECISIONS, type Question, type Reply } from "
 /** The elicitation form of the 2025-11-25 revision, as far as we send it. */
 export interface ElicitForm {
   mode: "form";
+  /** The related task, when the form is asked for one (2025-11-25 tasks/result). */
+  _meta?: Record<string, unknown>;
   message: string;
   requestedSchema: {
     type: "object";
@@ -25,6 +27,9 @@ export type Elicit = (
   form: ElicitForm,
   options: { signal: AbortSignal; timeout: number },
 ) => Promise<{ action: string; content?: Record<string, unknown> }>;
+
+/** An elicitation's result as a client sends it back (in a retry, or in tasks/update). */
+export const ElicitResponse = v.object({ action: v.string(), content: v.optional(v.unknown()) });
 
 const Answer = {
   approval: v.object({ decision: v.picklist(DECISIONS) }),

@@ -9,14 +9,12 @@ import * as v from "valibot";
 import { ProtocolError } from "../errors.ts";
 import { ELICITATION_MARGIN_MS } from "../limits.ts";
 import type { Asked, Channel } from "../person/questions.ts";
-import { formFor, replyFrom } from "./elicitation.ts";
+import { ElicitResponse, formFor, replyFrom } from "./elicitation.ts";
 
 export const INVALID_STATE = "Invalid or expired requestState: call the tool again without it";
 
 const State = v.object({ park: v.string(), round: v.number(), tool: v.string() });
 type State = v.InferOutput<typeof State>;
-
-const Response = v.object({ action: v.string(), content: v.optional(v.unknown()) });
 
 type InputRequired = {
   resultType: "input_required";
@@ -98,7 +96,7 @@ export class InputRounds {
       parked = await this.resume(tool, requestState);
       for (const [key, response] of Object.entries(responses ?? {})) {
         const asked = parked.open.get(key);
-        const parsed = v.safeParse(Response, response);
+        const parsed = v.safeParse(ElicitResponse, response);
         if (!asked || !parked.sent.has(key) || !parsed.success) continue;
         asked.answer("elicitation", replyFrom(asked.question, parsed.output));
         parked.open.delete(key);

@@ -5,6 +5,7 @@
 import {
   CLIENT_CAPABILITIES_META_KEY,
   CLIENT_INFO_META_KEY,
+  RELATED_TASK_META_KEY,
   type ServerContext as RequestContext,
   Server,
   type ServerCapabilities,
@@ -193,15 +194,18 @@ export function createServer(ctx: ServerContext, era: Era): Server {
     if (era === "legacy" && params.task && revision() === TASKS_REVISION) {
       if (!plan) throw new ProtocolError(`${tool.name} does not run as a task; call it without "task"`);
       // A 2025-11-25 task's progress token stays valid while it runs: reporting ends with the run.
-      return { task: tasks.legacyTask(await startTask(tasks, () => plan(ctx), params.task.ttl, progress)) };
+      const asks = formsDeclared(server.getClientCapabilities());
+      const taskId = await startTask(tasks, () => plan(ctx), params.task.ttl, progress, asks);
+      return { task: tasks.legacyTask(taskId) };
     }
     if (era === "modern" && plan && takesTasks(extra.mcpReq.envelope)) {
-      return runMaybeAsTask(tasks, () => plan(ctx), progress, extra.mcpReq.signal);
+      const asks = formsDeclared(capabilitiesOf(extra.mcpReq.envelope));
+      return runMaybeAsTask(tasks, () => plan(ctx), progress, extra.mcpReq.signal, asks);
     }
     return answer(server, ctx, era, extra, { name: tool.name, bound, progress, present });
   };
 
-  serveTasks(server, tasks, era);
+  serveTasks(server, tasks, era, ctx.approvalTimeoutMs);
   return server;
 }
 
@@ -246,11 +250,16 @@ async function answer(
 }
 
 /** The task requests of each era's vocabulary (2025-11-25 tasks, or the 2026 extension). */
-function serveTasks(server: Server, tasks: TaskBoard, era: Era): void {
+function serveTasks(server: Server, tasks: TaskBoard, era: Era, approvalTimeoutMs: number): void {
   if (era === "legacy") {
     server.setRequestHandler("tasks/get", { params: TaskId }, async ({ taskId }) => tasks.legacyTask(taskId));
+    // While it waits, the run's questions go to the client as elicitations related to the task.
     server.setRequestHandler("tasks/result", { params: TaskId }, async ({ taskId }, extra) =>
-      tasks.legacyResult(taskId, extra.mcpReq.signal),
+      tasks.legacyResult(
+        taskId,
+        extra.mcpReq.signal,
+        legacyElicitation(server, extra, approvalTimeoutMs, taskId),
+      ),
     );
     server.setRequestHandler("tasks/list", { params: LegacyTaskList }, async (params) =>
       tasks.legacyList(params?.cursor),
@@ -263,11 +272,10 @@ function serveTasks(server: Server, tasks: TaskBoard, era: Era): void {
     server.setRequestHandler("tasks/cancel", { params: TaskId }, async ({ taskId }) =>
       tasks.modernCancel(taskId),
     );
-    // Our runs never wait for input from the client, so no task of ours is ever input_required.
-    server.setRequestHandler("tasks/update", { params: TaskId }, async ({ taskId }) => {
-      tasks.detailed(taskId);
-      throw new ProtocolError("Task takes no input: repl-mcp tasks never ask for input_required");
-    });
+    // The SDK lifts the answers out of the params into the request context.
+    server.setRequestHandler("tasks/update", { params: TaskId }, async ({ taskId }, extra) =>
+      tasks.update(taskId, extra.mcpReq.inputResponses ?? {}),
+    );
   }
 }
 
@@ -275,10 +283,16 @@ function serveTasks(server: Server, tasks: TaskBoard, era: Era): void {
  * A 2025-11-25 call can ask the person while it is in flight (elicitation/create), if its client
  * declared forms; the request outlives the question, whose own expiry decides.
  */
-function legacyElicitation(server: Server, extra: RequestContext, approvalTimeoutMs: number) {
+function legacyElicitation(
+  server: Server,
+  extra: RequestContext,
+  approvalTimeoutMs: number,
+  taskId?: string,
+) {
   if (!formsDeclared(server.getClientCapabilities())) return undefined;
+  const related = taskId === undefined ? {} : { _meta: { [RELATED_TASK_META_KEY]: { taskId } } };
   return elicitationChannel(
-    (form, options) => extra.mcpReq.elicitInput(form, options),
+    (form, options) => extra.mcpReq.elicitInput({ ...form, ...related }, options),
     approvalTimeoutMs + ELICITATION_MARGIN_MS,
   );
 }
@@ -306,11 +320,12 @@ async function runMaybeAsTask(
   plan: () => RunPlan | undefined,
   progress: CallProgress,
   signal: AbortSignal,
+  asks: boolean,
 ) {
   let timer: ReturnType<typeof setTimeout> | undefined;
   let onAbort: (() => void) | undefined;
   try {
-    const taskId = await startTask(tasks, plan, undefined, progress);
+    const taskId = await startTask(tasks, plan, undefined, progress, asks);
     onAbort = () => tasks.abandon(taskId);
     if (signal.aborted) onAbort();
     else signal.addEventListener("abort", onAbort, { once: true });
@@ -346,6 +361,7 @@ async function startTask(
   plan: () => RunPlan | undefined,
   ttlMs: number | undefined,
   progress: CallProgress,
+  asks: boolean,
 ): Promise<string> {
   let planned: RunPlan | undefined;
   try {
@@ -357,5 +373,5 @@ async function startTask(
   }
   if (!planned) throw new ProtocolError("This tool does not run as a task");
   if (!planned.refusal) await planned.session.supervisor.settled();
-  return tasks.start(planned, ttlMs, progress.onRun);
+  return tasks.start(planned, ttlMs, progress.onRun, asks);
 }

@@ -8,7 +8,11 @@
 // - 2026-07-28 (the io.modelcontextprotocol/tasks extension, SEP-2663): the client only says it can take
 //   a task; the server decides. A run still going after TASK_PROMOTE_AFTER_MS is answered with
 //   `resultType: "task"`; tasks/get then carries the result inline once it is done.
+// A run that waits for the person (an approval, input()) is `input_required` in both: a 2025-11-25
+// client is asked during its tasks/result; a 2026-07-28 one reads the forms in tasks/get and answers
+// with tasks/update.
 import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/server";
+import * as v from "valibot";
 import { ProtocolError } from "../errors.ts";
 import {
   PROGRESS_OUTPUT_MAX_BYTES,
@@ -17,14 +21,16 @@ import {
   TASK_TTL_DEFAULT_MS,
   TASKS_MAX,
 } from "../limits.ts";
+import type { Asked, Channel } from "../person/questions.ts";
 import { tailUtf8 } from "../text/utf8.ts";
 import { type ExecutionResult, Failures } from "../worker/result.ts";
 import { ActiveRun } from "../worker/run.ts";
 import type { Supervisor } from "../worker/supervisor.ts";
+import { ElicitResponse, formFor, replyFrom } from "./elicitation.ts";
 import { isErrorValue } from "./render.ts";
 import type { RunPlan } from "./run-plan.ts";
 
-type Status = "working" | "completed" | "failed" | "cancelled";
+type Status = "working" | "input_required" | "completed" | "failed" | "cancelled";
 
 /** The CallToolResult a plain call would have returned (render.ts's output). */
 export type Rendered = {
@@ -51,7 +57,9 @@ interface Entry {
    * pictures it keeps inline; only a call answered without a run (small) keeps its own.
    */
   value?: Record<string, unknown>;
-  ended?: { status: Exclude<Status, "working">; message: string };
+  ended?: { status: Exclude<Status, "working" | "input_required">; message: string };
+  /** Questions of the run put to the client through this task (its client takes forms), by id. */
+  readonly asking: Map<string, Asked>;
 }
 
 /** The fields both eras' task objects share, under their era's names. */
@@ -68,13 +76,36 @@ export class TaskBoard {
 
   constructor(private readonly render: Render) {}
 
-  /** Starts the planned run as a task; a plan that is refused becomes a task that has already ended. */
-  start(plan: RunPlan, ttlMs: number | undefined, onRun?: (run: ActiveRun) => void): string {
+  /**
+   * Starts the planned run as a task; a plan that is refused becomes a task that has already ended.
+   * `asks`: the client takes elicitation forms, so the run's questions become the task's input_required.
+   */
+  start(plan: RunPlan, ttlMs: number | undefined, onRun?: (run: ActiveRun) => void, asks = false): string {
     const started = plan.refusal ?? plan.session.supervisor.begin({ ...plan.request, onRun });
     if (started instanceof ActiveRun) {
-      return this.add(started.id, started.done, ttlMs, started, plan.session.supervisor);
+      const taskId = this.add(started.id, started.done, ttlMs, started, plan.session.supervisor);
+      if (asks) started.questions.attach(this.askingChannel(this.find(taskId)));
+      return taskId;
     }
     return this.add(started.run_id, Promise.resolve(started), ttlMs);
+  }
+
+  /** Records the run's questions on the task; the client answers by tasks/result or tasks/update. */
+  private askingChannel(entry: Entry): Channel {
+    const changed = () => {
+      entry.updatedAt = Date.now();
+    };
+    return {
+      name: "elicitation",
+      reaches: (question) => !(question.kind === "input" && question.secret),
+      offer: (asked) => {
+        entry.asking.set(asked.id, asked);
+        changed();
+      },
+      withdraw: (asked) => {
+        if (entry.asking.delete(asked.id)) changed();
+      },
+    };
   }
 
   /** A call that failed before it could plan a run still answers with a task, already ended. */
@@ -115,15 +146,23 @@ export class TaskBoard {
     };
   }
 
-  /** tasks/result: waits for the end and answers exactly what the plain call would have answered. */
-  async legacyResult(taskId: string, signal: AbortSignal): Promise<Rendered> {
+  /**
+   * tasks/result: waits for the end and answers exactly what the plain call would have answered. While it
+   * waits, `elicitation` (the client takes forms) puts the run's questions to the person.
+   */
+  async legacyResult(taskId: string, signal: AbortSignal, elicitation?: Channel): Promise<Rendered> {
     const entry = this.find(taskId);
     const aborted = new Promise<never>((_, reject) => {
       const stop = () => reject(new ProtocolError("tasks/result request cancelled"));
       if (signal.aborted) stop();
       signal.addEventListener("abort", stop, { once: true });
     });
-    await Promise.race([entry.finished, aborted]);
+    const detach = elicitation && entry.run?.questions.attach(elicitation);
+    try {
+      await Promise.race([entry.finished, aborted]);
+    } finally {
+      detach?.();
+    }
     const result = this.result(entry) as Rendered;
     return { ...result, _meta: { ...result._meta, [RELATED_TASK_META_KEY]: { taskId } } };
   }
@@ -159,12 +198,32 @@ export class TaskBoard {
     return { resultType: "task" as const, ...this.modernTask(this.find(taskId)) };
   }
 
-  /** tasks/get: the task with its result inline once it has one. */
+  /** tasks/get: the task with its result inline once it has one, or the forms it waits for. */
   detailed(taskId: string) {
     const entry = this.find(taskId);
     const task = this.modernTask(entry);
+    if (task.status === "input_required") {
+      const inputRequests = Object.fromEntries(
+        [...entry.asking].map(([id, asked]) => [
+          id,
+          { method: "elicitation/create", params: formFor(asked.question) },
+        ]),
+      );
+      return { ...task, inputRequests };
+    }
     const result = task.status === "completed" ? this.result(entry) : undefined;
     return result ? { ...task, result } : task;
+  }
+
+  /** tasks/update: the person's answers to the forms of an input_required task; others are ignored. */
+  update(taskId: string, responses: Record<string, unknown>): Record<string, never> {
+    const entry = this.find(taskId);
+    for (const [id, response] of Object.entries(responses)) {
+      const asked = entry.asking.get(id);
+      const parsed = v.safeParse(ElicitResponse, response);
+      if (asked && parsed.success) asked.answer("elicitation", replyFrom(asked.question, parsed.output));
+    }
+    return {};
   }
 
   /** tasks/cancel (2026): an acknowledgement; a task that already ended is left as it is. */
@@ -210,6 +269,7 @@ export class TaskBoard {
       ttlMs: Math.max(0, ttlMs ?? TASK_TTL_DEFAULT_MS),
       run,
       supervisor,
+      asking: new Map(),
       finished: value.then((result) => {
         if (!supervisor) entry.value = result;
         entry.ended = ending(run, result);
@@ -229,7 +289,8 @@ export class TaskBoard {
 
   private status(entry: Entry): Status {
     if (entry.ended) return entry.ended.status;
-    return entry.run?.cancelReason === Failures.cancelled ? "cancelled" : "working";
+    if (entry.run?.cancelReason === Failures.cancelled) return "cancelled";
+    return [...entry.asking.values()].some((asked) => asked.open) ? "input_required" : "working";
   }
 
   private times(entry: Entry): TaskTimes {

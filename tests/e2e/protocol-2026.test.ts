@@ -271,11 +271,24 @@ describe("long cells as tasks (io.modelcontextprotocol/tasks)", () => {
     });
   });
 
-  test("an unknown task id and tasks/update are protocol errors", async () => {
+  test("an unknown task id is a protocol error; tasks/update with answers to nothing changes nothing", async () => {
     const unknown = await s.request("tasks/get", { taskId: "no-such-task" });
     expect(unknown.error.code).toBe(-32602);
-    const reply = await cell("import time\ntime.sleep(1.5)", {}, envelope(TASKS));
-    const update = await s.request("tasks/update", { taskId: reply.result.taskId, inputResponses: {} });
-    expect(update.error.message).toContain("takes no input");
+    const reply = await cell("import time\ntime.sleep(1.5)\n'slept'", {}, envelope(TASKS));
+    const update = await s.request("tasks/update", {
+      taskId: reply.result.taskId,
+      inputResponses: { "no-such-question": { action: "accept", content: { decision: "allow_once" } } },
+    });
+    expect(update.result).toMatchObject({ resultType: "complete" });
+    await waitFor(
+      async () =>
+        (await s.request("tasks/get", { taskId: reply.result.taskId })).result.status === "completed",
+      {
+        timeoutMs: 10_000,
+        what: "the task to complete",
+      },
+    );
+    const missing = await s.request("tasks/update", { taskId: "no-such-task", inputResponses: {} });
+    expect(missing.error.code).toBe(-32602);
   });
 });
