@@ -216,6 +216,33 @@ for (const which of ["legacy", "modern"] as const) {
       expect(received()).toEqual(["create_issue"]);
     }, 60_000);
 
+    test("while it waits, progress says so; the cell's own timeout ends the wait", async () => {
+      const { harness, received } = await start(async () => {
+        await Bun.sleep(2_000);
+        return accept("allow_once");
+      });
+      const messages: string[] = [];
+      const sid = await harness.sessionId();
+      const result = (await harness.client.callTool(
+        {
+          name: "execute_python",
+          arguments: { session_id: sid, code: outcome("mcp.typed.create_issue(title='p')") },
+        },
+        { timeout: 60_000, onprogress: (progress) => messages.push(progress.message ?? "") },
+      )) as { structuredContent: { value: unknown } };
+      expect(result.structuredContent.value).toEqual(["ok"]);
+      // Under 2026-07-28 no request is in flight while the client asks its person: nothing to report on.
+      if (which === "modern") return;
+      expect(
+        messages.some((message) =>
+          message.includes("waiting for the person: approval of typed.create_issue"),
+        ),
+      ).toBe(true);
+      const timedOut = await harness.run("mcp.typed.create_issue(title='late')", { timeout: 1 });
+      expect(timedOut.error_code).toBe("TIMEOUT");
+      expect(received()).toEqual(["create_issue"]);
+    }, 60_000);
+
     test("two calls waiting at once (mcp.acall): each is asked and answered on its own", async () => {
       const { harness, received, asked } = await start((one) =>
         accept(one.message.includes('"title":"yes"') ? "allow_once" : "deny"),

@@ -32,11 +32,12 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
-async function watched() {
+async function watched(options: Partial<Parameters<typeof Harness.start>[0]> = {}) {
   const callLog = join(tmpdir(), `viewer-calls-${crypto.randomUUID()}`);
   cleanups.push(() => rmSync(callLog, { force: true }));
   const entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env: { PEER_CALL_LOG: callLog } };
   const h = await Harness.start({
+    ...options,
     args: ["--viewer"],
     beforeStart: (project) =>
       writeFileSync(
@@ -153,6 +154,32 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
     // The secret is in no output: the prompt is, the answer is not.
     expect(result.stdout).toBe("Your name? Ada\n");
     expect(JSON.stringify(result)).not.toContain("s3cret-value");
+  }, 90_000);
+
+  test("both channels: the page's answer wins and the client's form is withdrawn", async () => {
+    const withdrawn: boolean[] = [];
+    const { h, page, received } = await watched({
+      capabilities: { elicitation: { form: {} } },
+      beforeConnect: (client) =>
+        client.setRequestHandler("elicitation/create", (_request, ctx) => {
+          const index = withdrawn.push(false) - 1;
+          return new Promise((_resolve, reject) => {
+            ctx.mcpReq.signal.addEventListener("abort", () => {
+              withdrawn[index] = true;
+              reject(new Error("withdrawn"));
+            });
+          });
+        }),
+    });
+    const running = h.run(CALL);
+    await page.locator(".question.approval").getByRole("button", { name: "Allow once" }).click();
+    expect((await running).value).toBe("sent");
+    await waitFor(() => withdrawn[0] === true, {
+      timeoutMs: 10_000,
+      what: "the client's form to be withdrawn",
+    });
+    expect(withdrawn).toEqual([true]);
+    expect(received()).toEqual(["create_issue"]);
   }, 90_000);
 
   test("with the page closed nobody can be asked: the call is refused at once", async () => {
