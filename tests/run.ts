@@ -140,6 +140,12 @@ async function leftBehind(except: Set<number>): Promise<number> {
   return left.length;
 }
 
+/**
+ * One temporary directory for the whole run, given to the tests as TMPDIR: what a test leaves there (a
+ * helper's directory whose cleanup never ran) goes with it at the end, instead of piling up in /tmp.
+ */
+const runTmp = mkdtempSync(join(tmpdir(), "repl-mcp-suite-"));
+
 const watching = adoptOrphans();
 const path = pathWithRealPython();
 const workerCache = await prepareWorkerCache(path);
@@ -161,7 +167,12 @@ const proc = Bun.spawn(
   {
     stdout: "inherit",
     stderr: "pipe",
-    env: { ...process.env, PATH: path, ...(workerCache ? { [WORKER_CACHE_VARIABLE]: workerCache } : {}) },
+    env: {
+      ...process.env,
+      PATH: path,
+      TMPDIR: runTmp,
+      ...(workerCache ? { [WORKER_CACHE_VARIABLE]: workerCache } : {}),
+    },
   },
 );
 
@@ -173,6 +184,10 @@ for await (const chunk of proc.stderr) {
 }
 const code = await proc.exited;
 const orphans = watching ? await leftBehind(new Set()) : 0;
+const leftovers = readdirSync(runTmp);
+if (leftovers.length > 0)
+  console.error(`${leftovers.length} temporary entries the tests left in ${runTmp} are removed with it`);
+rmSync(runTmp, { recursive: true, force: true });
 
 const count = (label: string) => Number(tail.match(new RegExp(`^\\s*(\\d+) ${label}\\s*$`, "m"))?.[1] ?? 0);
 const passed = count("pass");
