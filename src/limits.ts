@@ -254,6 +254,19 @@ export const ELICITATION_MARGIN_MS = 5_000;
 /** Questions one run may have waiting at once (mcp.acall can ask several). */
 export const QUESTIONS_PER_RUN_MAX = 64;
 
+// Kernel servers (--kernels, src/kernels/): Jupyter servers sessions may run on.
+/** The kernel servers file: a page of JSON, like the registry. */
+export const KERNELS_FILE_MAX_BYTES = 256 * 1024;
+/** A tokenFile: one token and a newline. */
+export const KERNEL_TOKEN_FILE_MAX_BYTES = 4_096;
+/** A kernel's start deadline (startTimeoutS): its default and range, in seconds (a cluster may need minutes). */
+export const KERNEL_START_TIMEOUT_DEFAULT_SECONDS = 60;
+export const KERNEL_START_TIMEOUT_MAX_SECONDS = 900;
+/** How long doctor waits for one kernel server's answer. */
+export const KERNEL_PROBE_TIMEOUT_MS = 5_000;
+/** A kernel server's kernelspec list, as doctor reads it. */
+export const KERNEL_SPECS_MAX_BYTES = 1024 * 1024;
+
 // OAuth for HTTP peers.
 /** A credential file holds one client registration and one token response; anything bigger is not ours. */
 export const OAUTH_CREDENTIAL_FILE_MAX_BYTES = 65_536;

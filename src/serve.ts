@@ -6,7 +6,9 @@ import { openDurableJournal } from "./broker/journal-file.ts";
 import type { ServeOptions } from "./cli/command.ts";
 import type { HttpOptions } from "./cli/http.ts";
 import { describe } from "./errors.ts";
+import { withholdFromChildren } from "./guardian/env.ts";
 import { serving, servingAfterOpening } from "./jit.ts";
+import { type KernelServer, loadKernelServers } from "./kernels/config.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { log, setLogLevel } from "./log.ts";
 import { clientContext } from "./server/server.ts";
@@ -38,9 +40,11 @@ export async function serve(options: ServeOptions): Promise<void> {
       process.exit(1);
     }
   }
+  const kernelServers = kernelServersOf(options.kernels, project);
   const interpreter = selectDefaultInterpreter(options.python, project);
   if (interpreter.problem) log.warn(interpreter.problem);
   const sessions = new Sessions({
+    kernelServers,
     project,
     interpreter,
     maxMemoryMib: options.maxMemoryMib,
@@ -124,5 +128,18 @@ async function startHttp(sessions: Sessions, http: HttpOptions, settings: Client
     process.stderr.write(`repl-mcp: error: ${error.message}\n`);
     await sessions.shutdown().catch(() => undefined);
     process.exit(2);
+  }
+}
+
+/** The --kernels file's servers (none without it); a file that does not hold stops the server. */
+function kernelServersOf(path: string | undefined, project: string): KernelServer[] {
+  if (path === undefined) return [];
+  try {
+    const loaded = loadKernelServers(resolve(project, path));
+    withholdFromChildren(loaded.secretVariables);
+    return loaded.servers;
+  } catch (error) {
+    process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
+    process.exit(1);
   }
 }

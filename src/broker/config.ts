@@ -3,6 +3,7 @@
 import * as v from "valibot";
 import { type ErrorCodeName, ReplError } from "../errors.ts";
 import { SERVER_NAME_MAX_BYTES } from "../limits.ts";
+import { fillPlaceholders, PlaceholderError } from "../text/placeholders.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 
 const NonEmpty = v.pipe(v.string(), v.minLength(1));
@@ -91,24 +92,22 @@ export function validServerName(name: string): boolean {
   return bytes >= 1 && bytes <= SERVER_NAME_MAX_BYTES && !/[\u0000-\u001f\u007f]/.test(name);
 }
 
-/** Replaces `${NAME}` placeholders from the environment; nothing else is special. */
+/** Replaces `${NAME}` placeholders from the environment; the messages name no value. */
 export function substitute(value: string, env: NodeJS.ProcessEnv): string {
-  let out = "";
-  let index = 0;
-  for (;;) {
-    const start = value.indexOf("${", index);
-    if (start === -1) return out + value.slice(index);
-    const end = value.indexOf("}", start + 2);
-    if (end === -1) throw configError("Unclosed environment placeholder in MCP config");
-    const name = value.slice(start + 2, end);
-    if (!/^[A-Za-z0-9_]+$/.test(name)) throw configError("Invalid environment placeholder in MCP config");
-    const resolved = env[name];
-    if (resolved === undefined)
-      throw missingCredentials("Required environment variable is missing; config values are omitted");
-    if (resolved === "")
-      throw missingCredentials("Required environment variable is empty; configure credentials explicitly");
-    out += value.slice(index, start) + resolved;
-    index = end + 1;
+  try {
+    return fillPlaceholders(value, env);
+  } catch (error) {
+    if (!(error instanceof PlaceholderError)) throw error;
+    switch (error.problem) {
+      case "unclosed":
+        throw configError("Unclosed environment placeholder in MCP config");
+      case "invalid_name":
+        throw configError("Invalid environment placeholder in MCP config");
+      case "missing":
+        throw missingCredentials("Required environment variable is missing; config values are omitted");
+      case "empty":
+        throw missingCredentials("Required environment variable is empty; configure credentials explicitly");
+    }
   }
 }
 

@@ -21,6 +21,8 @@ export interface Placement {
   config: string | undefined;
   scopes: Set<Scope>;
   journal: string | undefined;
+  /** --kernels (or REPL_MCP_KERNELS): the kernel servers file. */
+  kernels: string | undefined;
   /** Where --python's value came from: the flag itself or REPL_MCP_PYTHON. */
   pythonFrom: "flag" | "env" | undefined;
 }
@@ -120,6 +122,7 @@ function placement(parsed: Record<string, unknown>): Placement {
     config: parsed.config as string | undefined,
     scopes,
     journal: parsed.journal as string | undefined,
+    kernels: parsed.kernels as string | undefined,
     pythonFrom: parsed.python === undefined ? undefined : parsed["python:from-env"] ? "env" : "flag",
   };
 }

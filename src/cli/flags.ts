@@ -40,6 +40,12 @@ const where = {
     description: "Also keep the journal of brokered calls in this file, locked for this server",
     valueHint: "path",
   },
+  kernels: {
+    type: "string",
+    description: "Kernel servers file (kernelServers JSON): the Jupyter servers this server may use",
+    valueHint: "path",
+    env: "REPL_MCP_KERNELS",
+  },
 } satisfies Record<string, Flag>;
 
 export const SERVE_FLAGS = {
@@ -153,6 +159,7 @@ export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["REPL_MCP_PYTHON", "default interpreter, as --python"],
   ["REPL_MCP_NO_BRIDGE=1", "disable the broker (set for workers and stdio peers, so brokers never nest)"],
   ["REPL_MCP_LOG_LEVEL", "default for --log-level"],
+  ["REPL_MCP_KERNELS", "default for --kernels"],
   ["REPL_MCP_RESULT_STYLE", "default for --result-style (auto, structured or text)"],
   ["REPL_MCP_VIEWER=1", "as --viewer (never passed to children)"],
   [
@@ -168,5 +175,8 @@ export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["TMPDIR", "where artifact files are created"],
   ["NO_COLOR, FORCE_COLOR", "colour in --help and doctor output (by default only on a terminal)"],
   // biome-ignore lint/suspicious/noTemplateCurlyInString: the literal placeholder syntax, shown to users
-  ["${VAR}", "any variable a registry entry names in its command, args, env, url, headers or oauth"],
+  [
+    "${VAR}",
+    "any variable a registry entry names in its command, args, env, url, headers or oauth, or a kernel server in its url or token (those are kept from children)",
+  ],
 ];

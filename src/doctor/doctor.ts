@@ -9,6 +9,7 @@ import { brokerFor, connectSection, personalise, registrySection } from "./broke
 import { credentialsSection } from "./credentials.ts";
 import { interpreterSection } from "./interpreter.ts";
 import { journalSection } from "./journal.ts";
+import { kernelsSection } from "./kernels.ts";
 import type { Finding, Section } from "./report.ts";
 
 export async function doctor(options: DoctorOptions): Promise<number> {
@@ -22,6 +23,8 @@ export async function doctor(options: DoctorOptions): Promise<number> {
       personalise(action, options, project, server),
     );
     sections.journal = journalSection(options.journal, project);
+    const kernels = await kernelsSection(options.kernels, project);
+    if (kernels) sections.kernels = kernels;
     if (options.connect !== undefined) sections.connect = await connectSection(broker, options.connect);
   } finally {
     await broker.close();

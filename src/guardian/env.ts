@@ -14,6 +14,11 @@ export const VIEWER_ENV = "REPL_MCP_VIEWER";
  */
 const WITHHELD = new Set([HTTP_TOKEN_ENV, VIEWER_ENV]);
 
+/** Adds variables that hold the server's own credentials (a kernel server's `${TOKEN}`) to WITHHELD. */
+export function withholdFromChildren(names: Iterable<string>): void {
+  for (const name of names) WITHHELD.add(name);
+}
+
 /** The server's environment without the secrets in WITHHELD. */
 export function inheritableEnv(): Record<string, string> {
   const out: Record<string, string> = {};

@@ -9,6 +9,7 @@ import { Journal, type JournalView } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
+import type { KernelServer } from "../kernels/config.ts";
 import { SESSION_CLOSE_WAIT_MS, SESSION_OPENS_MAX, SESSIONS_MAX, SHUTDOWN_RUNS_WAIT_MS } from "../limits.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
@@ -29,6 +30,8 @@ export interface SessionsOptions {
   scopes: Set<Scope>;
   /** The durable journal of --journal; else an in-memory one is made. */
   journal?: Journal;
+  /** The kernel servers of --kernels (shown by python_health). */
+  kernelServers?: KernelServer[];
 }
 
 /** Someone watching every session of the process (the viewer); see Sessions.watch. */
@@ -88,6 +91,11 @@ export class Sessions {
 
   get(sessionId: string): Session | undefined {
     return this.byId.get(sessionId);
+  }
+
+  /** The kernel servers configured with --kernels (none without it). */
+  get kernelServers(): readonly KernelServer[] {
+    return this.options.kernelServers ?? [];
   }
 
   /**

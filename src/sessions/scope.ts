@@ -72,6 +72,11 @@ export class SessionScope {
     return this.pool.artifacts;
   }
 
+  /** The kernel servers configured with --kernels. */
+  get kernelServers() {
+    return this.pool.kernelServers;
+  }
+
   /** The viewer's URL, when this server runs one. */
   get viewerUrl(): string | undefined {
     return this.pool.viewerUrl;

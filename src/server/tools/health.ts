@@ -1,6 +1,7 @@
 // python_health: the server, its default session and its sessions, without starting Python.
 import * as v from "valibot";
 import { BrokerHealth } from "../../broker/broker.ts";
+import { kernelServerView } from "../../kernels/config.ts";
 import { SessionMetadata, sessionMetadata } from "../../sessions/metadata.ts";
 import { SessionList, sessionList } from "./sessions.ts";
 import { defineTool } from "./tool.ts";
@@ -20,6 +21,17 @@ export const pythonHealth = defineTool({
     }),
     broker: BrokerHealth,
     sessions: SessionList,
+    /** Only with --kernels: the Jupyter servers configured (no token; nothing is contacted). */
+    kernel_servers: v.optional(
+      v.array(
+        v.object({
+          name: v.string(),
+          url: v.string(),
+          kernel: v.nullable(v.string()),
+          warning: v.optional(v.string()),
+        }),
+      ),
+    ),
   }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async handle(_args, ctx) {
@@ -33,6 +45,9 @@ export const pythonHealth = defineTool({
       // The journal count is this client's, like mcp.journal(): over HTTP the server holds others' too.
       broker: { ...sessions.defaultBroker.health(), journal: sessions.journalRecords },
       sessions: sessionList(sessions, maxMemoryMib),
+      ...(sessions.kernelServers.length > 0
+        ? { kernel_servers: sessions.kernelServers.map(kernelServerView) }
+        : {}),
     };
   },
 });

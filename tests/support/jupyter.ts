@@ -1,0 +1,93 @@
+// A real Jupyter Server (Debian's python3-jupyter-server with python3-ipykernel) on loopback, with token
+// auth, started by a test and stopped with everything it started. Tests that need it skip, saying why,
+// where it is not installed.
+import { rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { tempDir, waitFor } from "./harness.ts";
+
+const SYSTEM_PYTHON = "/usr/bin/python3";
+
+/** Why a Jupyter Server cannot run here, or undefined. */
+export function jupyterMissing(): string | undefined {
+  const probe = Bun.spawnSync([SYSTEM_PYTHON, "-c", "import jupyter_server, ipykernel"], {
+    env: { PATH: "/usr/bin:/bin" },
+    stderr: "pipe",
+  });
+  return probe.exitCode === 0
+    ? undefined
+    : `${SYSTEM_PYTHON} cannot import jupyter_server and ipykernel (install python3-jupyter-server and python3-ipykernel)`;
+}
+
+async function freePort(): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export class JupyterServer {
+  private constructor(
+    readonly url: string,
+    readonly token: string,
+    private readonly proc: Bun.Subprocess,
+    private readonly dir: string,
+  ) {}
+
+  /** Starts one with a fresh token and root directory; resolves once its API answers. */
+  static async start(): Promise<JupyterServer> {
+    const port = await freePort();
+    const token = crypto.randomUUID().replaceAll("-", "");
+    const dir = tempDir("repl-mcp-jupyter-");
+    const proc = Bun.spawn(
+      [
+        SYSTEM_PYTHON,
+        "-m",
+        "jupyter_server",
+        "--allow-root",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        `--ServerApp.port=${port}`,
+        "--ServerApp.port_retries=0",
+        `--ServerApp.token=${token}`,
+        `--ServerApp.root_dir=${dir}`,
+      ],
+      {
+        cwd: dir,
+        // Its own home and runtime directory: nothing of the machine's Jupyter configuration applies.
+        env: { PATH: "/usr/bin:/bin", HOME: dir, JUPYTER_RUNTIME_DIR: join(dir, "runtime") },
+        stdout: "ignore",
+        stderr: "ignore",
+      },
+    );
+    const server = new JupyterServer(`http://127.0.0.1:${port}/`, token, proc, dir);
+    try {
+      await waitFor(
+        async () =>
+          (
+            await fetch(`${server.url}api/kernelspecs`, {
+              headers: { authorization: `token ${token}` },
+            }).catch(() => undefined)
+          )?.ok === true,
+        { timeoutMs: 30_000, intervalMs: 100, what: "the Jupyter Server to answer" },
+      );
+    } catch (error) {
+      await server.stop();
+      throw error;
+    }
+    return server;
+  }
+
+  /** Stops it (its kernels with it) and removes its directory. */
+  async stop(): Promise<void> {
+    this.proc.kill("SIGTERM");
+    const exited = await Promise.race([this.proc.exited, Bun.sleep(10_000).then(() => undefined)]);
+    if (exited === undefined) this.proc.kill("SIGKILL");
+    await this.proc.exited;
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
