@@ -64,10 +64,16 @@ def _protect_standard_streams():
     return command_fd, protocol_fd
 
 
-try:
-    COMMAND_FD, PROTOCOL_FD = _protect_standard_streams()
-except OSError:
-    os._exit(2)
+# The worker proper runs as __main__ (the server's bootstrap). Imported as a module — by a host that
+# brings its own transport (a Jupyter kernel), or by a test — it takes over nothing: no descriptor is
+# moved and no signal handler installed; main() and these two blocks are the only process-wide setup.
+WORKER_PROCESS = __name__ == "__main__"
+COMMAND_FD = PROTOCOL_FD = None
+if WORKER_PROCESS:
+    try:
+        COMMAND_FD, PROTOCOL_FD = _protect_standard_streams()
+    except OSError:
+        os._exit(2)
 
 
 # =====================================================================================================
@@ -165,7 +171,8 @@ class _InterruptGate:
 
 GATE = _InterruptGate()
 SIGINT_HANDLER = GATE.handler  # one bound method, so a check by identity can tell it is still installed
-signal.signal(signal.SIGINT, SIGINT_HANDLER)
+if WORKER_PROCESS:
+    signal.signal(signal.SIGINT, SIGINT_HANDLER)
 
 
 # =====================================================================================================
