@@ -18,3 +18,14 @@ export type LogLevelName = keyof typeof LOG_LEVELS;
 export function setLogLevel(name: LogLevelName): void {
   log.level = LOG_LEVELS[name] as LogLevel;
 }
+
+/**
+ * While serving, stdout carries MCP messages only: a library that logs with console.log/info/debug
+ * (@jupyterlab/services does) is sent to this logger's debug level instead.
+ */
+export function keepConsoleOffStdout(): void {
+  const toLog = (...args: unknown[]) => log.debug(args[0], ...args.slice(1));
+  console.log = toLog;
+  console.info = toLog;
+  console.debug = toLog;
+}

@@ -10,7 +10,7 @@ import { withholdFromChildren } from "./guardian/env.ts";
 import { serving, servingAfterOpening } from "./jit.ts";
 import { type KernelServer, loadKernelServers } from "./kernels/config.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
-import { log, setLogLevel } from "./log.ts";
+import { keepConsoleOffStdout, log, setLogLevel } from "./log.ts";
 import { clientContext } from "./server/server.ts";
 import { serveStdio } from "./server/stdio.ts";
 import type { ClientSettings } from "./server/tools/tool.ts";
@@ -24,6 +24,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     await login(options, options.oauthLogin);
   }
   setLogLevel(options.logLevel);
+  keepConsoleOffStdout();
   let project: string;
   try {
     project = realpathSync(process.cwd());

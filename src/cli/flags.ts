@@ -174,8 +174,8 @@ export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["HOME", "needed for the user and local registry scopes (~/.claude.json)"],
   ["TMPDIR", "where artifact files are created"],
   ["NO_COLOR, FORCE_COLOR", "colour in --help and doctor output (by default only on a terminal)"],
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: the literal placeholder syntax, shown to users
   [
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the literal placeholder syntax, shown to users
     "${VAR}",
     "any variable a registry entry names in its command, args, env, url, headers or oauth, or a kernel server in its url or token (those are kept from children)",
   ],

@@ -154,6 +154,7 @@ function fill(value: string, env: NodeJS.ProcessEnv, entry: (what: string) => Re
     const variable = error.variable ? ` \${${error.variable}}` : "";
     const why = {
       unclosed: "has an unclosed ${ placeholder",
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: the literal placeholder syntax, shown to users
       invalid_name: "has a placeholder that is not ${NAME}",
       missing: `names the environment variable${variable}, which is not set`,
       empty: `names the environment variable${variable}, which is empty`,

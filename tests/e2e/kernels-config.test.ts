@@ -90,7 +90,11 @@ describe("the kernel servers file", () => {
       local: { url: "http://127.0.0.1:8888/user/ana", token: "${KERNEL_TOKEN}", kernel: "python3" },
       remote: { url: "http://jupyter.example.org/" },
     });
-    h = await Harness.start({ args: ["--kernels", file], cwd: dir, env: { KERNEL_TOKEN: SECRET, KERNEL_NOTE: "visible" } });
+    h = await Harness.start({
+      args: ["--kernels", file],
+      cwd: dir,
+      env: { KERNEL_TOKEN: SECRET, KERNEL_NOTE: "visible" },
+    });
     const health = await h.health();
     expect(health.kernel_servers).toEqual([
       { name: "local", url: "http://127.0.0.1:8888/user/ana/", kernel: "python3" },
@@ -103,7 +107,9 @@ describe("the kernel servers file", () => {
     ]);
     expect(JSON.stringify(health)).not.toContain(SECRET);
     // The variable the token names is withheld; an unrelated one is inherited as ever.
-    const inherited = await h.run("import os\n[os.environ.get('KERNEL_TOKEN'), os.environ.get('KERNEL_NOTE')]");
+    const inherited = await h.run(
+      "import os\n[os.environ.get('KERNEL_TOKEN'), os.environ.get('KERNEL_NOTE')]",
+    );
     expect(inherited.value).toEqual([null, "visible"]);
   });
 });

@@ -29,6 +29,7 @@ test("each third-party library is imported in one place", () => {
   expect(offenders(/["']@modelcontextprotocol\/server/, (p) => p.startsWith("server/"))).toEqual([]);
   expect(offenders(/["']@modelcontextprotocol\/core/, (p) => p.startsWith("wire/"))).toEqual([]);
   expect(offenders(/["']@modelcontextprotocol\/sdk/, () => false)).toEqual([]);
+  expect(offenders(/["']@jupyterlab\//, (p) => p === "kernels/jupyter.ts")).toEqual([]);
 });
 
 test("lower layers never import upper ones", () => {
