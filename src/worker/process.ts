@@ -16,8 +16,10 @@ import { sizeText } from "../text/size.ts";
 import { waitAtMost, withTimeout } from "../timeout.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
 import { WriteQueue } from "../wire/write-queue.ts";
+import type { CloseReason, WorkerChannel } from "./channel.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { NativeStderr } from "./native-stderr.ts";
+import { residentBytes } from "./rss.ts";
 import { BOOTSTRAP, workerSourcePath } from "./source.ts";
 
 export interface WorkerLaunch {
@@ -28,10 +30,8 @@ export interface WorkerLaunch {
   problem?: string;
 }
 
-/** Why the frame channel closed; a worker is unusable after any of these. */
-export type CloseReason = "exited" | "broken" | "killed";
-
-export class WorkerProcess {
+/** The local worker: worker.py in a process of its own under a guardian, frames over its pipes. */
+export class WorkerProcess implements WorkerChannel {
   readonly stderr = new NativeStderr();
   /** Called for every frame after `ready`. */
   onFrame: (frame: WorkerFrame) => void = () => {};
@@ -163,6 +163,10 @@ export class WorkerProcess {
     } else if (this.jobs.delete(pid)) {
       this.guarded.jobFinished(pid);
     }
+  }
+
+  residentBytes(): number | undefined {
+    return residentBytes(this.ready.pid);
   }
 
   /** SIGINT to the worker's group; the guardian ignores it, Python raises KeyboardInterrupt. */

@@ -4,8 +4,8 @@
 import { codeOf, describe, type ErrorCodeName } from "../errors.ts";
 import { FRAME_MAX_BYTES, RPC_CONCURRENCY } from "../limits.ts";
 import { encodeFrame, FrameTooLargeError } from "../wire/lines.ts";
+import type { WorkerChannel } from "./channel.ts";
 import type { RpcFrame } from "./frames.ts";
-import type { WorkerProcess } from "./process.ts";
 
 export type Bridge = (
   op: string,
@@ -32,7 +32,7 @@ export class RpcDesk {
   private readonly outstanding = new Map<string, AbortController>();
 
   constructor(
-    private readonly worker: WorkerProcess,
+    private readonly worker: WorkerChannel,
     private readonly bridge: Bridge | undefined,
   ) {}
 

@@ -17,6 +17,7 @@ import {
 import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
+import type { WorkerChannel } from "./channel.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
@@ -25,7 +26,6 @@ import { type WorkerLaunch, WorkerProcess } from "./process.ts";
 import { picturesReleased } from "./reclaim.ts";
 import { type ExecutionResult, type Failure, Failures, failed } from "./result.ts";
 import { type Bridge, RpcDesk } from "./rpc.ts";
-import { residentBytes } from "./rss.ts";
 import { ActiveRun, type RunTask } from "./run.ts";
 
 export interface SupervisorOptions {
@@ -33,6 +33,8 @@ export interface SupervisorOptions {
   sessionId: string;
   /** Where and how to start a worker. */
   launch: WorkerLaunch;
+  /** How: the local worker process unless given (the seam a kernel session's worker plugs into). */
+  startWorker?: (launch: WorkerLaunch) => Promise<WorkerChannel>;
   maxMemoryMib: number;
   /** Serves the cells' bridge requests (mcp.*); absent → they are refused. */
   bridge?: Bridge;
@@ -84,7 +86,7 @@ export class Supervisor {
   active: ActiveRun | undefined;
   readonly history = new RunHistory();
   watcher: RunWatcher | undefined;
-  private worker: WorkerProcess | undefined;
+  private worker: WorkerChannel | undefined;
   /** A worker existed and was lost (crash, kill, fatal cell): the next start is a recovery. */
   private lost = false;
   private closed = false;
@@ -96,6 +98,10 @@ export class Supervisor {
   private memoryTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(private readonly options: SupervisorOptions) {}
+
+  private launchWorker(launch: WorkerLaunch): Promise<WorkerChannel> {
+    return (this.options.startWorker ?? WorkerProcess.start)(launch);
+  }
 
   get running(): boolean {
     return this.worker?.alive ?? false;
@@ -264,7 +270,7 @@ export class Supervisor {
       }
     }
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch, { state_reset: stateReset });
-    const worker = this.worker as WorkerProcess;
+    const worker = this.worker as WorkerChannel;
     const result = await this.runOn(worker, run, request, frame, stateReset);
     if (result.state === "cleared") await this.loseWorker(worker);
     return result;
@@ -272,9 +278,9 @@ export class Supervisor {
 
   /** A fresh file run: its own worker of the same environment, leaving the session's namespace alone. */
   private async driveFresh(run: ActiveRun, request: RunRequest, frame: Uint8Array): Promise<ExecutionResult> {
-    let worker: WorkerProcess;
+    let worker: WorkerChannel;
     try {
-      worker = await WorkerProcess.start(this.launchSpec());
+      worker = await this.launchWorker(this.launchSpec());
     } catch (error) {
       return this.result(run, { ...startFailure(error), ...UNTOUCHED, execution_mode: "fresh" });
     }
@@ -301,7 +307,7 @@ export class Supervisor {
   private async startWorker(): Promise<void> {
     this.worker = undefined;
     this.python = undefined;
-    const worker = await WorkerProcess.start(this.launchSpec());
+    const worker = await this.launchWorker(this.launchSpec());
     if (this.closed) {
       // The session was closed while its worker was starting: that worker must not outlive it.
       await worker.stop();
@@ -329,7 +335,7 @@ export class Supervisor {
   }
 
   /** The worker's namespace is gone: make sure the process is too, and recover on the next run. */
-  private async loseWorker(worker: WorkerProcess): Promise<void> {
+  private async loseWorker(worker: WorkerChannel): Promise<void> {
     await waitAtMost(worker.closed, WORKER_EXIT_WAIT_MS);
     await worker.kill();
     if (this.worker === worker) {
@@ -339,7 +345,7 @@ export class Supervisor {
   }
 
   private async runOn(
-    worker: WorkerProcess,
+    worker: WorkerChannel,
     run: ActiveRun,
     request: RunRequest,
     frame: Uint8Array,
@@ -402,7 +408,7 @@ export class Supervisor {
    * then a grace; a worker that does not answer in time is killed.
    */
   private async stopCancelled(
-    worker: WorkerProcess,
+    worker: WorkerChannel,
     run: ActiveRun,
     desk: RpcDesk,
     stateReset: boolean,
@@ -436,7 +442,7 @@ export class Supervisor {
 
   private async afterLoss(
     run: ActiveRun,
-    worker: WorkerProcess,
+    worker: WorkerChannel,
     failure: Failure,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
@@ -453,7 +459,7 @@ export class Supervisor {
 
   private async fromWorker(
     run: ActiveRun,
-    worker: WorkerProcess,
+    worker: WorkerChannel,
     result: WorkerResult,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
@@ -514,11 +520,11 @@ export class Supervisor {
    * Samples the worker's RSS while the run lasts. One interval serves runs that follow each other, so
    * a burst of short cells arms no timer per cell; the first tick that finds no run stops it.
    */
-  private watchMemory(worker: WorkerProcess, onOver: () => void): () => void {
+  private watchMemory(worker: WorkerChannel, onOver: () => void): () => void {
     const limitBytes = this.options.maxMemoryMib * 1024 * 1024;
     if (limitBytes <= 0) return () => {};
     const check = () => {
-      const rss = residentBytes(worker.ready.pid);
+      const rss = worker.residentBytes();
       if (rss !== undefined && rss > limitBytes) onOver();
     };
     this.memoryCheck = check;

@@ -1,0 +1,36 @@
+// What a session's supervisor needs of the Python it runs cells on, whatever carries the frames: the
+// local worker process (process.ts, frames over its pipes) today, a Jupyter kernel later (the frames over
+// the kernel's own channels). The supervisor speaks frames (docs/worker-protocol.md) and nothing else.
+import type { ReadyFrame, WorkerFrame } from "./frames.ts";
+import type { NativeStderr } from "./native-stderr.ts";
+
+/** Why the frame channel closed; a worker is unusable after any of these. */
+export type CloseReason = "exited" | "broken" | "killed";
+
+export interface WorkerChannel {
+  /** What the worker said when it came up (its Python, executable, pid). */
+  readonly ready: ReadyFrame;
+  /** Output written below Python (fd 2 of the worker's process), where the channel can see it. */
+  readonly stderr: NativeStderr;
+  /** Called for every frame after `ready`. */
+  onFrame: (frame: WorkerFrame) => void;
+  /** Resolves when the channel is closed and everything behind it is gone. */
+  readonly closed: Promise<CloseReason>;
+  readonly alive: boolean;
+  /** Calls fn when the channel closes; returns the way to unhook it. */
+  onClose(fn: () => void): () => void;
+  /** Queues one frame; rejects if it does not fit or the worker is gone. */
+  send(frame: unknown): Promise<void>;
+  /** Queues a frame already encoded (with its newline). */
+  sendEncoded(bytes: Uint8Array): Promise<void>;
+  /** Stops what the worker started outside itself (detached process groups). */
+  killJobs(): void;
+  /** Interrupts the running cell (SIGINT, or the kernel's interrupt). */
+  interrupt(): void;
+  /** The worker's resident memory in bytes, where it can be measured. */
+  residentBytes(): number | undefined;
+  /** Ends it at once. */
+  kill(reason?: CloseReason): Promise<void>;
+  /** Asks it to leave, then makes sure it is gone. */
+  stop(): Promise<void>;
+}
