@@ -4,46 +4,29 @@
 // API says what the model was shown; the hook's own log says what Claude Code handed it.
 import { afterEach, expect, test } from "bun:test";
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { runClaude } from "../support/agents/claude.ts";
 import { inSession, type Step } from "../support/agents/script.ts";
 import { tempDir } from "../support/harness.ts";
+import { createIssueCell, PeerCalls } from "../support/peer-calls.ts";
 
-const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
-const CELL = [
-  "try:",
-  "    mcp.typed.create_issue(title='from claude')",
-  "    out = 'sent'",
-  "except mcp.McpToolError as e:",
-  "    out = 'refused ' + e.code",
-  "out",
-].join("\n");
 const SCRIPT: Step[] = [
   { name: "health", tool: "python_health", args: () => ({}) },
-  { name: "cell", tool: "execute_python", args: inSession(CELL) },
+  { name: "cell", tool: "execute_python", args: inSession(createIssueCell("from claude")) },
 ];
 
 let dir: string;
-afterEach(() => rmSync(dir, { recursive: true, force: true }));
+const calls = new PeerCalls();
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+  calls.remove();
+});
 
 async function play(hookOutput: object) {
   dir = tempDir("repl-mcp-claude-approve-");
-  const callLog = join(dir, "calls.jsonl");
   const hookLog = join(dir, "hook.jsonl");
   const registry = join(dir, "registry.json");
-  writeFileSync(
-    registry,
-    JSON.stringify({
-      mcpServers: {
-        typed: {
-          command: process.execPath,
-          args: [TYPED_PEER, "stdio"],
-          env: { PEER_CALL_LOG: callLog },
-          approve: "writes",
-        },
-      },
-    }),
-  );
+  writeFileSync(registry, JSON.stringify({ mcpServers: { typed: calls.entry({ approve: "writes" }) } }));
   const hook = join(dir, "hook.sh");
   writeFileSync(
     hook,
@@ -54,7 +37,7 @@ async function play(hookOutput: object) {
     hooks: { Elicitation: [{ matcher: "repl", hooks: [{ type: "command", command: hook }] }] },
   };
   const run = await runClaude({ script: SCRIPT, serverArgs: ["--config", registry], settings });
-  const sent = existsSync(callLog) ? readFileSync(callLog, "utf8").split("\n").filter(Boolean).length : 0;
+  const sent = calls.tools().length;
   const asked = existsSync(hookLog)
     ? readFileSync(hookLog, "utf8")
         .split("\n")
@@ -97,5 +80,5 @@ test("Claude Code's Elicitation hook declines: nothing is sent and the model see
   expect(run.failure).toBeUndefined();
   expect(asked).toHaveLength(1);
   expect(sent).toBe(0);
-  expect(run.seen.get("cell")?.text).toContain("refused APPROVAL_DENIED");
+  expect(run.seen.get("cell")?.text).toContain("APPROVAL_DENIED");
 }, 180_000);

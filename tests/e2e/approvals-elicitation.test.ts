@@ -4,13 +4,11 @@
 // waiting at once, a python_start run asked on its next poll, artifact_forward, and input()/getpass().
 // The peer's own call log says what was really sent.
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/client";
 import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
-
-const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
+import { PeerCalls } from "../support/peer-calls.ts";
 
 interface Asked {
   message: string;
@@ -32,9 +30,8 @@ afterEach(async () => {
 let era: "legacy" | "modern" = "legacy";
 
 async function start(person: Person, options: { args?: string[]; approve?: unknown; forms?: boolean } = {}) {
-  const callLog = join(tmpdir(), `approve-calls-${crypto.randomUUID()}`);
-  cleanups.push(() => rmSync(callLog, { force: true }));
-  const entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env: { PEER_CALL_LOG: callLog } };
+  const calls = new PeerCalls();
+  cleanups.push(() => calls.remove());
   const asked: Asked[] = [];
   h = await Harness.start({
     era,
@@ -43,7 +40,7 @@ async function start(person: Person, options: { args?: string[]; approve?: unkno
     beforeStart: (project) =>
       writeFileSync(
         join(project, ".mcp.json"),
-        JSON.stringify({ mcpServers: { typed: { ...entry, approve: options.approve ?? "writes" } } }),
+        JSON.stringify({ mcpServers: { typed: calls.entry({ approve: options.approve ?? "writes" }) } }),
       ),
     beforeConnect: (client: Client) => {
       if (options.forms === false) return;
@@ -58,13 +55,7 @@ async function start(person: Person, options: { args?: string[]; approve?: unkno
       });
     },
   });
-  const received = () =>
-    existsSync(callLog)
-      ? readFileSync(callLog, "utf8")
-          .split("\n")
-          .filter(Boolean)
-          .map((line) => JSON.parse(line).tool as string)
-      : [];
+  const received = () => calls.tools();
   return { harness: h, received, asked };
 }
 
@@ -204,16 +195,18 @@ for (const which of ["legacy", "modern"] as const) {
 
     test("a wait longer than the call's own timeout: the person's time does not count against it", async () => {
       const { harness, received } = await start(async () => {
-        await Bun.sleep(2_500);
+        await Bun.sleep(3_000);
         return accept("allow_once");
       });
+      // Connected and catalogued first (a read-only call is not asked about), so the 2 s cover only the call.
+      expect(await value(harness, outcome("mcp.typed.search(query='warm')"))).toEqual(["ok"]);
       expect(
         await value(
           harness,
-          outcome("mcp.call('typed', 'create_issue', arguments={'title': 't'}, timeout=1)"),
+          outcome("mcp.call('typed', 'create_issue', arguments={'title': 't'}, timeout=2)"),
         ),
       ).toEqual(["ok"]);
-      expect(received()).toEqual(["create_issue"]);
+      expect(received()).toEqual(["search", "create_issue"]);
     }, 60_000);
 
     test("while it waits, progress says so; the cell's own timeout ends the wait", async () => {

@@ -3,32 +3,28 @@
 // and a replayed one are refused with -32602 and send nothing; the genuine retry resumes the parked cell
 // (it is not run again) and ends with the cell's result.
 import { afterEach, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { PeerCalls } from "../support/peer-calls.ts";
 import { envelope, RawServer } from "../support/raw.ts";
 
-const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
-
 let raw: RawServer | undefined;
-const callLog = join(tmpdir(), `state-calls-${crypto.randomUUID()}`);
+const calls = new PeerCalls();
 afterEach(async () => {
   await raw?.close();
   raw = undefined;
-  rmSync(callLog, { force: true });
+  calls.remove();
 });
 
-const received = () =>
-  existsSync(callLog) ? readFileSync(callLog, "utf8").split("\n").filter(Boolean).length : 0;
+const received = () => calls.tools().length;
 
 test("input_required, then forged, foreign and replayed states are refused; the genuine retry resumes the cell", async () => {
-  const entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env: { PEER_CALL_LOG: callLog } };
   raw = await RawServer.start({
     era: "modern",
     beforeStart: (project) =>
       writeFileSync(
         join(project, ".mcp.json"),
-        JSON.stringify({ mcpServers: { typed: { ...entry, approve: "writes" } } }),
+        JSON.stringify({ mcpServers: { typed: calls.entry({ approve: "writes" }) } }),
       ),
   });
   raw.meta = envelope({ elicitation: { form: {} } });

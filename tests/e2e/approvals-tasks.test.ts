@@ -4,50 +4,30 @@
 // an elicitation related to the task while the client waits on tasks/result. The peer's log says what was
 // sent.
 import { afterEach, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { GetTaskResultV2Schema } from "@modelcontextprotocol/ext-tasks/core/v2";
 import { Harness, waitFor } from "../support/harness.ts";
 import { LegacyTasks } from "../support/legacy-tasks.ts";
+import { createIssueCell, PeerCalls } from "../support/peer-calls.ts";
 import { envelope, RawServer } from "../support/raw.ts";
 
-const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
 const TASKS = { extensions: { "io.modelcontextprotocol/tasks": {} } };
 // Longer than the 1 s a 2026 call waits before it answers with the task.
-const CELL = [
-  "import time",
-  "time.sleep(1.5)",
-  "try:",
-  "    mcp.typed.create_issue(title='task')",
-  "    out = 'sent'",
-  "except mcp.McpToolError as e:",
-  "    out = e.code",
-  "out",
-].join("\n");
+const CELL = `import time\ntime.sleep(1.5)\n${createIssueCell("task")}`;
 
-const callLog = join(tmpdir(), `task-calls-${crypto.randomUUID()}`);
+const calls = new PeerCalls();
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) await cleanup();
-  rmSync(callLog, { force: true });
+  calls.remove();
 });
 
-const received = () =>
-  existsSync(callLog) ? readFileSync(callLog, "utf8").split("\n").filter(Boolean).length : 0;
+const received = () => calls.tools().length;
 const registry = (project: string) =>
   writeFileSync(
     join(project, ".mcp.json"),
-    JSON.stringify({
-      mcpServers: {
-        typed: {
-          command: process.execPath,
-          args: [TYPED_PEER, "stdio"],
-          env: { PEER_CALL_LOG: callLog },
-          approve: "writes",
-        },
-      },
-    }),
+    JSON.stringify({ mcpServers: { typed: calls.entry({ approve: "writes" }) } }),
   );
 
 test("2026-07-28: the task is input_required with the form; tasks/update answers it and the call goes once", async () => {

@@ -3,12 +3,10 @@
 // artifact_forward from a cell and as a tool) refuses at once with APPROVAL_REQUIRED, and the peer sees
 // nothing; calls the field does not name go through; a bad value is a configuration error.
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { Harness, cellValue as value } from "../support/harness.ts";
-
-const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
+import { PeerCalls } from "../support/peer-calls.ts";
 
 let h: Harness | undefined;
 const cleanups: (() => void)[] = [];
@@ -20,23 +18,16 @@ afterEach(async () => {
 
 /** The typed fixture peer as "typed", with the given `approve`; its log of every tools/call it received. */
 async function start(approve: unknown) {
-  const callLog = join(tmpdir(), `approve-calls-${crypto.randomUUID()}`);
-  cleanups.push(() => rmSync(callLog, { force: true }));
-  const entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env: { PEER_CALL_LOG: callLog } };
+  const calls = new PeerCalls();
+  cleanups.push(() => calls.remove());
   h = await Harness.start({
     beforeStart: (project) =>
       writeFileSync(
         join(project, ".mcp.json"),
-        JSON.stringify({ mcpServers: { typed: { ...entry, approve } } }),
+        JSON.stringify({ mcpServers: { typed: calls.entry({ approve }) } }),
       ),
   });
-  const received = () =>
-    existsSync(callLog)
-      ? readFileSync(callLog, "utf8")
-          .split("\n")
-          .filter(Boolean)
-          .map((line) => JSON.parse(line).tool as string)
-      : [];
+  const received = () => calls.tools();
   return { harness: h, received };
 }
 

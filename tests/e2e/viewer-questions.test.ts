@@ -3,14 +3,13 @@
 // Deny, input() and getpass() text boxes, a request without the token refused, and python_run saying what
 // a run waits for. With the page closed, nobody can be asked and the call is refused at once.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Page } from "playwright-core";
 import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
+import { createIssueCell, PeerCalls } from "../support/peer-calls.ts";
 import { Browser, browserMissing, viewerOf } from "../support/viewer.ts";
 
-const TYPED_PEER = resolve(import.meta.dir, "../fixtures/peers/typed-peer.ts");
 const noBrowser = browserMissing();
 if (noBrowser) console.warn(`skipping the viewer's question tests: ${noBrowser}`);
 
@@ -33,16 +32,15 @@ afterEach(async () => {
 });
 
 async function watched(options: Partial<Parameters<typeof Harness.start>[0]> = {}) {
-  const callLog = join(tmpdir(), `viewer-calls-${crypto.randomUUID()}`);
-  cleanups.push(() => rmSync(callLog, { force: true }));
-  const entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env: { PEER_CALL_LOG: callLog } };
+  const calls = new PeerCalls();
+  cleanups.push(() => calls.remove());
   const h = await Harness.start({
     ...options,
     args: ["--viewer"],
     beforeStart: (project) =>
       writeFileSync(
         join(project, ".mcp.json"),
-        JSON.stringify({ mcpServers: { typed: { ...entry, approve: ["create_*"] } } }),
+        JSON.stringify({ mcpServers: { typed: calls.entry({ approve: ["create_*"] }) } }),
       ),
   });
   harness = h;
@@ -51,24 +49,10 @@ async function watched(options: Partial<Parameters<typeof Harness.start>[0]> = {
   pages.push(page);
   await page.goto(viewer.url);
   await page.locator("#connection.live").waitFor();
-  const received = () =>
-    existsSync(callLog)
-      ? readFileSync(callLog, "utf8")
-          .split("\n")
-          .filter(Boolean)
-          .map((line) => JSON.parse(line).tool as string)
-      : [];
-  return { h, viewer, page, received };
+  return { h, viewer, page, received: () => calls.tools() };
 }
 
-const CALL = [
-  "try:",
-  "    mcp.typed.create_issue(title='from the page')",
-  "    out = 'sent'",
-  "except mcp.McpToolError as e:",
-  "    out = e.code",
-  "out",
-].join("\n");
+const CALL = createIssueCell("from the page");
 
 describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
   test("the approval card shows the call; Allow once sends it once, Deny raises in the cell", async () => {
