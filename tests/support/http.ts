@@ -5,7 +5,11 @@
 // harness.ts.
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import {
+  type Client,
+  type ClientCapabilities,
+  StreamableHTTPClientTransport,
+} from "@modelcontextprotocol/client";
 import { BINARY, type Era, ToolClient, taggedPids, tempDir, waitFor } from "./harness.ts";
 import { homeEnv } from "./home.ts";
 
@@ -94,12 +98,20 @@ export class HttpServer {
     return post(this.url, body, { ...this.auth, ...headers });
   }
 
-  /** A connected client; `era` defaults to legacy (a 2025-11-25 session over `Mcp-Session-Id`). */
+  /**
+   * A connected client; `era` defaults to legacy (a 2025-11-25 session over `Mcp-Session-Id`).
+   * `capabilities` are what it declares; `beforeConnect` sets its request handlers (elicitation).
+   */
   async connect(
     headers: Record<string, string> = this.auth,
-    { era = "legacy" }: { era?: Era } = {},
+    {
+      era = "legacy",
+      capabilities,
+      beforeConnect,
+    }: { era?: Era; capabilities?: ClientCapabilities; beforeConnect?: (client: Client) => void } = {},
   ): Promise<HttpClient> {
-    const client = new HttpClient(this.url, headers, era);
+    const client = new HttpClient(this.url, headers, era, capabilities);
+    beforeConnect?.(client.client);
     await client.client.connect(client.transport);
     this.clients.push(client);
     return client;
@@ -129,8 +141,8 @@ export class HttpServer {
 export class HttpClient extends ToolClient {
   readonly transport: StreamableHTTPClientTransport;
 
-  constructor(url: string, headers: Record<string, string>, era: Era) {
-    super("repl-mcp-http-tests", era, 120_000);
+  constructor(url: string, headers: Record<string, string>, era: Era, capabilities?: ClientCapabilities) {
+    super("repl-mcp-http-tests", era, 120_000, capabilities);
     this.transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
   }
 }
