@@ -29,6 +29,7 @@ main() in the last section):
     Cells                          compiling a cell; repairing process state between cells
     The session                    the namespace, loop and context; one result per run
     File runs                      python_run_file: __main__, argv, sys.path[0], exit status
+    Kernel host                    the engine inside a Jupyter kernel: kernel_run(), comm frames out, stdin in
     Entry point                    main()
 """
 
@@ -873,6 +874,17 @@ class _ReadWatch:
             self._kqueue.control(None, 1, None)
 
 
+def _wait_answer(send, pending, timeout):
+    """send(), then wait on pending.event (set by the thread that reads the answer); True if it came."""
+    if send is not None:
+        send()
+    started = time.monotonic()
+    while not pending.event.wait(max(0.0, started + timeout + pending.extra - time.monotonic())):
+        if time.monotonic() >= started + timeout + pending.extra:
+            return False
+    return True
+
+
 class _CommandChannel:
     def __init__(self, fd, inbox):
         self._fd = fd
@@ -955,13 +967,7 @@ class _CommandChannel:
             send()
             return True
         if not self.reads_here():
-            if send is not None:
-                send()
-            started = time.monotonic()
-            while not pending.event.wait(max(0.0, started + timeout + pending.extra - time.monotonic())):
-                if time.monotonic() >= started + timeout + pending.extra:
-                    return False
-            return True
+            return _wait_answer(send, pending, timeout)
         deadline = time.monotonic() + timeout
         token = GATE.hold(self._main)
         try:
@@ -4756,17 +4762,19 @@ def _is_interruption(exc):
 # main thread and sends exactly one result frame for each.
 # =====================================================================================================
 class _Session:
-    def __init__(self, writer, pump, captures, commands):
+    def __init__(self, writer, pump, captures, commands, namespace=None):
         self._writer = writer
         self._commands = commands
         self._pump = pump
         self._captures = captures
         self._sources = _SourceRegistry()
-        module = types.ModuleType(NAMESPACE_NAME)
-        module.__dict__["__builtins__"] = builtins
-        # Registered so pickle and `import __repl__` find classes and functions defined in cells.
-        sys.modules[NAMESPACE_NAME] = module
-        self.namespace = module.__dict__
+        if namespace is None:
+            module = types.ModuleType(NAMESPACE_NAME)
+            module.__dict__["__builtins__"] = builtins
+            # Registered so pickle and `import __repl__` find classes and functions defined in cells.
+            sys.modules[NAMESPACE_NAME] = module
+            namespace = module.__dict__
+        self.namespace = namespace
         # Cells run in copies of this context, so context variables a cell sets persist like its globals.
         self._context = contextvars.copy_context()
         self._watch = _CellWatch()
@@ -4825,16 +4833,15 @@ class _Session:
 
     # -- running -------------------------------------------------------------------------------
     def run(self, command):
+        """Runs one command and sends its result; True when the namespace can no longer be trusted."""
         if command.inventory:
             self._run_inventory(command.run_id)
-            return
+            return False
         _ActiveRun.id = command.run_id
         try:
-            fatal = self._run(command)
+            return self._run(command)
         finally:
             _ActiveRun.id = None
-        if fatal:
-            _terminate(FATAL_EXIT_STATUS)
 
     def _run(self, command):
         """Run one cell or file and send its result; True if the worker must now exit."""
@@ -5116,6 +5123,157 @@ def _set_exit_status(outcome, stderr):
 
 
 # =====================================================================================================
+# Kernel host
+#
+# The same engine inside a Jupyter kernel: the server loads this file into the kernel as a module and
+# runs each agent cell with an execute_request of `kernel_run(<command>)`. Frames leave as comm messages
+# on the kernel's iopub channel, parented to that request. Frames for the engine (bridge answers,
+# rpc_wait, cancel) come back as answers to input requests on the kernel's stdin channel, which a helper
+# thread keeps open while a cell runs: the shell channel is busy with the cell itself. What is process-wide
+# stays the kernel's: its streams, stdin, input(), SIGINT handler and running asyncio loop are swapped out
+# for the cell and put back after it. The helpers (mcp, artifact, sh, ...) are names in the kernel's
+# namespace, as in a worker's. Nothing here runs unless kernel_run is called.
+# =====================================================================================================
+KERNEL_COMM = "repl-mcp"
+KERNEL_POLL_PROMPT = "\x00repl-mcp frames"
+KERNEL_POLL_END_SECONDS = 5.0
+
+
+class _KernelWriter(_FrameWriter):
+    """Frames as comm messages on the kernel's iopub channel (thread-safe there), for the running request."""
+
+    def __init__(self, kernel):
+        super().__init__(None)
+        self._kernel = kernel
+        self.parent = None
+
+    def send(self, frame):
+        try:
+            data = _encode_frame(frame)
+        except (TypeError, ValueError) as exc:
+            _note("unencodable %s frame dropped: %s" % (frame.get("type"), exc))
+            return False
+        if len(data) > MAX_FRAME_BYTES:
+            data = _shrink_result_frame(frame) if frame.get("type") == "result" else None
+            if data is None:
+                _note("oversized %s frame dropped" % frame.get("type"))
+                return False
+        content = {"comm_id": KERNEL_COMM, "data": {"frame": data.decode("utf-8")}}
+        self._kernel.session.send(self._kernel.iopub_socket, "comm_msg", content, parent=self.parent)
+        return True
+
+
+class _KernelInbox:
+    """The bridge's view of the command side: answers are read by the poll thread, never by the caller."""
+
+    forked = False
+
+    def reads_here(self):
+        return False
+
+    def lend(self):
+        pass
+
+    def reclaim(self):
+        pass
+
+    def exchange(self, send, pending, timeout):
+        if pending is None:
+            send()
+            return True
+        return _wait_answer(send, pending, timeout)
+
+
+def _kernel_dispatch(frame):
+    kind = frame.get("type")
+    if kind == "rpc_result":
+        _BRIDGE.deliver(frame)
+    elif kind == "rpc_wait":
+        _BRIDGE.extend(frame)
+    elif kind == "cancel":
+        GATE.cancel(frame.get("id"))
+
+
+def _kernel_poll(kernel, ident, parent):
+    """Keeps one input request open while the cell runs; each answer is a JSON list of frames."""
+    while True:
+        try:
+            text = kernel._input_request(KERNEL_POLL_PROMPT, ident, parent, password=False)
+            frames = json.loads(text) if text else []
+        except BaseException:  # the kernel is going away, or the answer was not ours: stop reading
+            return
+        for frame in frames if type(frames) is list else ():
+            if type(frame) is not dict:
+                continue
+            if frame.get("type") == "end":
+                return
+            _kernel_dispatch(frame)
+
+
+class _KernelHost:
+    _instance = None
+
+    def __init__(self, shell):
+        import asyncio
+
+        self.kernel = shell.kernel
+        self.writer = _KernelWriter(self.kernel)
+        pump = _OutputPump(self.writer)
+        self.captures = (_CaptureStream(pump, "stdout"), _CaptureStream(pump, "stderr"))
+        inbox = _KernelInbox()
+        _BRIDGE.writer = self.writer
+        _BRIDGE.commands = inbox
+        _DISPLAYS.writer = self.writer
+        _FIRST_IMPORTS.on("matplotlib.pyplot", _patch_pyplot)
+        _FIRST_IMPORTS.on("getpass", _patch_getpass)
+        running = asyncio._get_running_loop()
+        self.session = _Session(self.writer, pump, self.captures, inbox, namespace=shell.user_ns)
+        # Making the session's loop (asyncio is imported already) set it as the thread's: the kernel's again.
+        asyncio.set_event_loop(running)
+        pump.start_flusher()
+
+    @classmethod
+    def get(cls):
+        if cls._instance is None:
+            cls._instance = cls(get_ipython())  # noqa: F821 (a kernel's builtin)
+        return cls._instance
+
+    def run(self, command):
+        import asyncio
+
+        kernel = self.kernel
+        parent = kernel.get_parent("shell")
+        self.writer.parent = parent
+        ident = kernel._parent_ident["shell"]
+        saved = (sys.stdout, sys.stderr, sys.stdin, builtins.input, signal.getsignal(signal.SIGINT))
+        running = asyncio._get_running_loop()
+        GATE.bind_main_thread()
+        builtins.input = _input
+        asyncio._set_running_loop(None)  # the cell's own loop runs inside the kernel's
+        poll = _start_worker_thread(lambda: _kernel_poll(kernel, ident, parent), "repl-kernel-poll")
+        try:
+            return self.session.run(command)
+        finally:
+            # The server ends the poll once it has the result; the next cell's poll must not race this one.
+            poll.join(KERNEL_POLL_END_SECONDS)
+            asyncio._set_running_loop(running)
+            if running is not None:
+                asyncio.set_event_loop(running)
+            sys.stdout, sys.stderr, sys.stdin, builtins.input = saved[:4]
+            signal.signal(signal.SIGINT, saved[4])
+
+
+def kernel_run(command):
+    """Runs one agent cell in this kernel: `command` is {"run_id", "code", "timeout"} as JSON text.
+
+    Its frames, the result last, go out as comm messages; the return value says whether the namespace is
+    lost (a fatal cell), so the server restarts the kernel.
+    """
+    spec = json.loads(command)
+    return _KernelHost.get().run(_Execute(spec["run_id"], spec["code"], spec.get("timeout")))
+
+
+# =====================================================================================================
 # Entry point
 #
 # Everything above only defines things (apart from the stream protection and SIGINT set-up at the top).
@@ -5160,7 +5318,8 @@ def main():
             break
         commands.lend()
         try:
-            session.run(command)
+            if session.run(command):
+                _terminate(FATAL_EXIT_STATUS)
         except BaseException as exc:  # a worker bug, or an interrupt that raced the end of a cell
             session.report_internal_failure(command.run_id, exc)
         commands.reclaim()  # already done before the result; kept in case no result could be sent

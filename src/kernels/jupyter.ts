@@ -32,6 +32,8 @@ export interface ExecuteOptions {
   allowStdin?: boolean;
   /** Every iopub message of this request (streams, displays, comm messages). */
   onIopub?: (message: { msgType: string; content: Record<string, unknown> }) => void;
+  /** Answers the request's input requests (allowStdin); the answer is sent when it resolves. */
+  onInput?: (prompt: string) => Promise<string>;
 }
 
 /** One kernel reached over its WebSocket. */
@@ -65,6 +67,17 @@ export class KernelLink {
     if (onIopub) {
       future.onIOPub = (message) =>
         onIopub({ msgType: message.header.msg_type, content: message.content as Record<string, unknown> });
+    }
+    const { onInput } = options;
+    if (onInput) {
+      future.onStdin = (message) => {
+        if (message.header.msg_type !== "input_request") return;
+        const prompt = String((message.content as { prompt?: unknown }).prompt ?? "");
+        void onInput(prompt).then(
+          (value) => this.kernel.sendInputReply({ status: "ok", value }, message.header as never),
+          () => this.kernel.sendInputReply({ status: "ok", value: "" }, message.header as never),
+        );
+      };
     }
     const reply = await future.done;
     const content = reply.content as unknown as Record<string, unknown>;
