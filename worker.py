@@ -544,6 +544,20 @@ def _shrink_result_frame(frame):
 
 
 class _FrameWriter:
+    @staticmethod
+    def encode(frame):
+        """The frame's bytes within the frame limit (a result shrunk to fit), or None if it must be dropped."""
+        try:
+            data = _encode_frame(frame)
+        except (TypeError, ValueError) as exc:
+            _note("unencodable %s frame dropped: %s" % (frame.get("type"), exc))
+            return None
+        if len(data) > MAX_FRAME_BYTES:
+            data = _shrink_result_frame(frame) if frame.get("type") == "result" else None
+            if data is None:
+                _note("oversized %s frame dropped" % frame.get("type"))
+        return data
+
     def __init__(self, fd):
         self._fd = fd
         self._lock = threading.RLock()
@@ -551,16 +565,9 @@ class _FrameWriter:
 
     def send(self, frame):
         """Write one frame; False if it was dropped (too large, or re-entered from a finalizer)."""
-        try:
-            data = _encode_frame(frame)
-        except (TypeError, ValueError) as exc:
-            _note("unencodable %s frame dropped: %s" % (frame.get("type"), exc))
+        data = self.encode(frame)
+        if data is None:
             return False
-        if len(data) > MAX_FRAME_BYTES:
-            data = _shrink_result_frame(frame) if frame.get("type") == "result" else None
-            if data is None:
-                _note("oversized %s frame dropped" % frame.get("type"))
-                return False
         token = GATE.hold(threading.get_ident())
         try:
             with self._lock:
@@ -5148,16 +5155,9 @@ class _KernelWriter(_FrameWriter):
         self.parent = None
 
     def send(self, frame):
-        try:
-            data = _encode_frame(frame)
-        except (TypeError, ValueError) as exc:
-            _note("unencodable %s frame dropped: %s" % (frame.get("type"), exc))
+        data = self.encode(frame)
+        if data is None:
             return False
-        if len(data) > MAX_FRAME_BYTES:
-            data = _shrink_result_frame(frame) if frame.get("type") == "result" else None
-            if data is None:
-                _note("oversized %s frame dropped" % frame.get("type"))
-                return False
         content = {"comm_id": KERNEL_COMM, "data": {"frame": data.decode("utf-8")}}
         self._kernel.session.send(self._kernel.iopub_socket, "comm_msg", content, parent=self.parent)
         return True

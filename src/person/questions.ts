@@ -1,4 +1,4 @@
-// What a run asks the person, and the channels that can reach them (docs/approvals.md). A question waits
+// What a run asks the person, and the channels that can reach them (docs/broker.md, "Approvals"). A question waits
 // until the first channel answers it, the wait expires, or the run ends it (cancel, timeout); the other
 // channels are then told to take it back. A question no channel can reach is not asked at all: the
 // caller learns at once that nobody could answer, instead of waiting for an answer that cannot come.
@@ -110,17 +110,13 @@ export class Questions {
   }
 
   /** Whether any attached channel could put this question to the person. */
-  reachable(question: Question): boolean {
+  private reachable(question: Question): boolean {
     for (const channel of this.channels) if (channel.reaches(question)) return true;
     return false;
   }
 
   pending(): Asked[] {
     return [...this.waiting.values()].map((entry) => entry.asked);
-  }
-
-  get(id: string): Asked | undefined {
-    return this.waiting.get(id)?.asked;
   }
 
   async ask(question: Question, { signal, timeoutMs, where, onWait }: AskOptions): Promise<Outcome> {
@@ -149,11 +145,6 @@ export class Questions {
       for (const channel of entry.offeredTo) channel.withdraw(asked);
       this.changed();
     }
-  }
-
-  /** Ends every waiting question (the run is over). */
-  endAll(): void {
-    for (const { asked } of [...this.waiting.values()]) asked.end({ answered: false, why: "cancelled" });
   }
 
   /** What the person is being asked, for a status line: "approval of crm.delete_record", "input". */

@@ -87,6 +87,13 @@ describe.skipIf(noJupyter !== undefined)("the worker's engine in a Jupyter kerne
   afterAll(async () => {
     await kernel?.shutdown();
     link?.dispose();
+    if (jupyter) {
+      // None of our kernels is left on the server.
+      const listed = await fetch(`${jupyter.url}api/kernels`, {
+        headers: { authorization: `token ${jupyter.token}` },
+      });
+      expect(await listed.json()).toEqual([]);
+    }
     await jupyter?.stop();
     console.debug = quiet;
   });

@@ -140,6 +140,29 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
     expect(JSON.stringify(result)).not.toContain("s3cret-value");
   }, 90_000);
 
+  test("cancel while input() waits: the run stops at once and the card goes away", async () => {
+    const { h, page } = await watched();
+    const started = await h.callInSession("python_start", { code: "name = input('Name? ')" });
+    const runId = (started.structuredContent as { run_id: string }).run_id;
+    await page.locator(".question.input").waitFor();
+    const live = (await h.call("python_run", { run_id: runId })).structuredContent as {
+      waiting_for?: string;
+    };
+    expect(live.waiting_for).toBe("an answer to input()");
+    const asked = performance.now();
+    await h.call("python_cancel", { run_id: runId });
+    await page.locator(".question.input").waitFor({ state: "detached" });
+    await waitFor(
+      async () =>
+        ((await h.call("python_run", { run_id: runId })).structuredContent as { error_code?: string })
+          .error_code === "CANCELLED",
+      { timeoutMs: 10_000, what: "the cancelled result" },
+    );
+    // Well inside the approval timeout (300 s): the wait ended with the run.
+    expect(performance.now() - asked).toBeLessThan(30_000);
+    expect(await value(h, "'name' in globals()")).toBe(false);
+  }, 90_000);
+
   test("both channels: the page's answer wins and the client's form is withdrawn", async () => {
     const withdrawn: boolean[] = [];
     const { h, page, received } = await watched({
