@@ -803,6 +803,23 @@ class _Execute:
         self.inventory = inventory
 
 
+def _execute_command(frame):
+    """The command an execute frame asks for; ValueError names what is malformed."""
+    run_id, source_path, argv = frame.get("id"), frame.get("source_path"), frame.get("argv")
+    inventory = frame.get("inventory", False)
+    # File and inventory runs carry no code of their own, so they may leave `code` out.
+    code = frame.get("code", "" if inventory is True or source_path is not None else None)
+    if type(run_id) is not str or type(code) is not str:
+        raise ValueError("execute frame needs string id and code")
+    if type(inventory) is not bool or (source_path is not None and type(source_path) is not str):
+        raise ValueError("execute frame has malformed inventory or source_path")
+    if argv is None:
+        argv = []
+    elif type(argv) is not list or any(type(item) is not str for item in argv):
+        raise ValueError("execute frame argv must be a list of strings")
+    return _Execute(run_id, code, frame.get("timeout"), source_path, argv, inventory)
+
+
 _SHUTDOWN = object()
 
 
@@ -1067,19 +1084,11 @@ class _CommandChannel:
             _terminate(2, "command handler failed: %r" % (exc,))
 
     def _on_execute(self, frame):
-        run_id, source_path, argv = frame.get("id"), frame.get("source_path"), frame.get("argv")
-        inventory = frame.get("inventory", False)
-        # File and inventory runs carry no code of their own, so they may leave `code` out.
-        code = frame.get("code", "" if inventory is True or source_path is not None else None)
-        if type(run_id) is not str or type(code) is not str:
-            _terminate(2, "execute frame needs string id and code")
-        if type(inventory) is not bool or (source_path is not None and type(source_path) is not str):
-            _terminate(2, "execute frame has malformed inventory or source_path")
-        if argv is None:
-            argv = []
-        elif type(argv) is not list or any(type(item) is not str for item in argv):
-            _terminate(2, "execute frame argv must be a list of strings")
-        self._inbox.put(_Execute(run_id, code, frame.get("timeout"), source_path, argv, inventory))
+        try:
+            command = _execute_command(frame)
+        except ValueError as exc:
+            _terminate(2, str(exc))
+        self._inbox.put(command)
 
     def _on_cancel(self, frame):
         run_id = frame.get("id")
@@ -4056,10 +4065,19 @@ def _first_items(mapping, limit):
     return []
 
 
+# Names a host keeps in the namespace for itself (a kernel's In, Out, _i1, get_ipython, ...), never listed.
+_HOST_NAMES = frozenset()
+
+
+def _hidden(name):
+    # and, in a kernel, the numbered outputs and inputs it keeps (_1, _i1, ...)
+    return name in _HOST_NAMES or (bool(_HOST_NAMES) and name[:1] == "_" and name.lstrip("_i").isdigit())
+
+
 def _namespace_inventory(namespace):
     variables, size = [], 0
     for name, value in _first_items(namespace, INVENTORY_SCAN_LIMIT):
-        if type(name) is not str or name in RESERVED_NAMES or len(name) > NAME_MAX_CHARS:
+        if type(name) is not str or name in RESERVED_NAMES or len(name) > NAME_MAX_CHARS or _hidden(name):
             continue
         kind = type(value)
         entry = {"name": name, "type": _type_name(kind)[:TYPE_NAME_MAX_CHARS]}
@@ -4254,6 +4272,7 @@ _DISPLAY_IMAGE_HOOKS = (("_repr_png_", "image/png"), ("_repr_jpeg_", "image/jpeg
 class _Displays:
     def __init__(self):
         self.writer = None
+        self.outside = None
         self._run_id = None
         self._count = 0
         self._dropped = 0
@@ -4288,7 +4307,11 @@ class _Displays:
 
     def show(self, obj):
         if self._run_id is None:
-            return  # outside a run (a thread that outlived its cell): nowhere to show it
+            # Outside a run: in a kernel, the person's own display(); else (a thread that outlived its
+            # cell) nowhere to show it.
+            if self.outside is not None:
+                self.outside(obj)
+            return
         if self._count >= DISPLAYS_MAX_PER_RUN:
             self._dropped += 1
             return
@@ -4381,11 +4404,16 @@ def _figure_png(figure):
     return buffer.getvalue()
 
 
+# Backends that show no window; a kernel host adds the notebook's inline one, which shows in the notebook
+# only after the request ended (too late for the run's result).
+_HEADLESS_BACKENDS = {"agg"}
+
+
 def _agg_backend():
     """True when figures cannot be shown in a window: only then does the worker show them itself."""
     matplotlib = sys.modules.get("matplotlib")
     try:
-        return matplotlib is not None and matplotlib.get_backend().lower() == "agg"
+        return matplotlib is not None and matplotlib.get_backend().lower() in _HEADLESS_BACKENDS
     except Exception:
         return False
 
@@ -5227,6 +5255,15 @@ class _KernelHost:
         _FIRST_IMPORTS.on("matplotlib.pyplot", _patch_pyplot)
         _FIRST_IMPORTS.on("getpass", _patch_getpass)
         running = asyncio._get_running_loop()
+        global _HOST_NAMES
+        _HOST_NAMES = frozenset(shell.user_ns_hidden)
+        _HEADLESS_BACKENDS.add("module://matplotlib_inline.backend_inline")
+        try:
+            from IPython.display import display as notebook_display
+
+            _DISPLAYS.outside = notebook_display
+        except ImportError:
+            pass
         self.session = _Session(self.writer, pump, self.captures, inbox, namespace=shell.user_ns)
         # Making the session's loop (asyncio is imported already) set it as the thread's: the kernel's again.
         asyncio.set_event_loop(running)
@@ -5263,14 +5300,25 @@ class _KernelHost:
             signal.signal(signal.SIGINT, saved[4])
 
 
-def kernel_run(command):
-    """Runs one agent cell in this kernel: `command` is {"run_id", "code", "timeout"} as JSON text.
+def kernel_run(frame):
+    """Runs one run in this kernel: `frame` is the execute frame a worker reads from its pipe, as JSON text.
 
-    Its frames, the result last, go out as comm messages; the return value says whether the namespace is
-    lost (a fatal cell), so the server restarts the kernel.
+    Its frames, the result last, go out as comm messages (a fatal result tells the server to restart
+    the kernel).
     """
-    spec = json.loads(command)
-    return _KernelHost.get().run(_Execute(spec["run_id"], spec["code"], spec.get("timeout")))
+    _KernelHost.get().run(_execute_command(json.loads(frame)))
+
+
+def kernel_ready():
+    """What a worker's ready frame says, as base64 of its JSON (a plain string survives any repr)."""
+    ready = {
+        "type": "ready",
+        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "python_executable": sys.executable or "",
+        "pid": os.getpid(),
+        "implementation": sys.implementation.name,
+    }
+    return binascii.b2a_base64(json.dumps(ready).encode("utf-8"), newline=False).decode("ascii")
 
 
 # =====================================================================================================

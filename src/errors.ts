@@ -30,6 +30,12 @@ export const ERROR_CODES = [
   "PYTHON_EXCEPTION", //         the cell or file raised (or exited with a nonzero status)
   "TIMEOUT", //                  the run's timeout expired
   "CANCELLED", //                the client or python_cancel stopped it
+  // Kernel servers (--kernels)
+  "KERNEL_SERVER_UNKNOWN", //    kernel_server names no entry of the kernel servers file
+  "KERNEL_SERVER_FAILED", //     the Jupyter server is down, slow, refused the token or answered garbage
+  "KERNEL_NOT_FOUND", //         no running kernel has that kernel_id (or the attached kernel is gone)
+  "KERNEL_RESET_REFUSED", //     a reset would restart a kernel this server did not start (allowReset false)
+  "KERNEL_CONNECTION_LOST", //   the kernel's connection dropped during a run; its outcome is unknown
   // Broker (mcp.* inside cells)
   "BROKER_DISABLED", //          --mcp-scope none or REPL_MCP_NO_BRIDGE=1
   "CONFIG_INVALID", //           the registry cannot be loaded or is invalid

@@ -262,6 +262,16 @@ export const KERNEL_TOKEN_FILE_MAX_BYTES = 4_096;
 /** A kernel's start deadline (startTimeoutS): its default and range, in seconds (a cluster may need minutes). */
 export const KERNEL_START_TIMEOUT_DEFAULT_SECONDS = 60;
 export const KERNEL_START_TIMEOUT_MAX_SECONDS = 900;
+/** A kernel server's REST answer (other than a kernel start, which has the entry's startTimeoutS). */
+export const KERNEL_REQUEST_TIMEOUT_MS = 30_000;
+/** A WebSocket message from a kernel; bigger ones are dropped unparsed (ours carry one frame each). */
+export const KERNEL_MESSAGE_MAX_BYTES = 64 * 1024 * 1024;
+/** How long a run waits for a dropped kernel connection to come back before its outcome is unknown. */
+export const KERNEL_RECONNECT_WAIT_MS = 10_000;
+/** How long a kernel restart may take (the server waits for the new kernel's first answer). */
+export const KERNEL_RESTART_TIMEOUT_MS = 60_000;
+/** The oldest Python a kernel may run (as for local interpreters). */
+export const KERNEL_PYTHON_MIN = [3, 10] as const;
 /** How long doctor waits for one kernel server's answer. */
 export const KERNEL_PROBE_TIMEOUT_MS = 5_000;
 /** A kernel server's kernelspec list, as doctor reads it. */

@@ -11,6 +11,8 @@ import {
   KernelSpecAPI,
   ServerConnection,
 } from "@jupyterlab/services";
+import { describe, ReplError } from "../errors.ts";
+import { KERNEL_MESSAGE_MAX_BYTES, KERNEL_REQUEST_TIMEOUT_MS } from "../limits.ts";
 import type { KernelServer } from "./config.ts";
 
 export interface LinkOptions {
@@ -36,12 +38,44 @@ export interface ExecuteOptions {
   onInput?: (prompt: string) => Promise<string>;
 }
 
+/** The kernel's execution state as its connection sees it ("idle", "busy", "restarting", "dead", ...). */
+export type KernelStatus = Kernel.Status;
+/** The WebSocket's state: "connecting" while it reconnects, "disconnected" once it gave up. */
+export type ConnectionStatus = Kernel.ConnectionStatus;
+
 /** One kernel reached over its WebSocket. */
 export class KernelLink {
   constructor(private readonly kernel: Kernel.IKernelConnection) {}
 
   get id(): string {
     return this.kernel.id;
+  }
+
+  /** The kernelspec it was started from. */
+  get name(): string {
+    return this.kernel.name;
+  }
+
+  get status(): KernelStatus {
+    return this.kernel.status;
+  }
+
+  get connectionStatus(): ConnectionStatus {
+    return this.kernel.connectionStatus;
+  }
+
+  /** Calls fn on every status change; returns the way to stop. */
+  onStatus(fn: (status: KernelStatus) => void): () => void {
+    const slot = (_: unknown, status: KernelStatus) => fn(status);
+    this.kernel.statusChanged.connect(slot);
+    return () => this.kernel.statusChanged.disconnect(slot);
+  }
+
+  /** Calls fn on every change of the WebSocket's state; returns the way to stop. */
+  onConnection(fn: (status: ConnectionStatus) => void): () => void {
+    const slot = (_: unknown, status: ConnectionStatus) => fn(status);
+    this.kernel.connectionStatusChanged.connect(slot);
+    return () => this.kernel.connectionStatusChanged.disconnect(slot);
   }
 
   /** The kernel's language and version (kernel_info_reply). */
@@ -126,24 +160,64 @@ export class JupyterLink {
         super(url, { protocols, headers } as unknown as string[]);
         if (promptAck) this.addEventListener("message", () => (this as unknown as { pong(): void }).pong());
       }
+
+      // A message over the bound is dropped before the services parse it. Ours (one frame each) are
+      // far smaller; a bigger one is another client's output on a shared kernel's broadcast channel.
+      override set onmessage(handler: ((event: MessageEvent) => void) | null) {
+        super.onmessage = handler
+          ? (event: MessageEvent) => {
+              if (messageBytes(event.data) > KERNEL_MESSAGE_MAX_BYTES) return;
+              handler(event);
+            }
+          : null;
+      }
     }
     const base = server.url;
     const { ca } = server;
+    const startMs = server.startTimeoutMs;
     this.settings = ServerConnection.makeSettings({
       baseUrl: base,
       wsUrl: base.replace(/^http/, "ws"),
       // REST requests get "Authorization: token …" from the services; the socket from AuthorizedSocket.
       appendToken: false,
       token: server.authorization?.replace(/^token /, "") ?? "",
-      ...(ca ? { fetch: (request: Request) => fetch(request, { tls: { ca } } as RequestInit) } : {}),
+      // Every request has a deadline (a kernel start the entry's own), and a redirect (a hub's login
+      // page) is an answer to report, not a page to follow.
+      fetch: (request: Request) => {
+        const starting =
+          request.method === "POST" && /\/api\/kernels\/?$/.test(new URL(request.url).pathname);
+        const init = {
+          redirect: "manual",
+          signal: AbortSignal.timeout(starting ? startMs : KERNEL_REQUEST_TIMEOUT_MS),
+          ...(ca ? { tls: { ca } } : {}),
+        };
+        return fetch(request, init as RequestInit);
+      },
       WebSocket: AuthorizedSocket as unknown as typeof WebSocket,
     });
   }
 
-  /** The kernelspecs the server offers and its default. */
-  async specs(): Promise<{ default: string; names: string[] }> {
-    const specs = await KernelSpecAPI.getSpecs(this.settings);
-    return { default: specs.default, names: Object.keys(specs.kernelspecs) };
+  /** Whether a kernel of that id runs there now (undefined: it does not). */
+  async running(id: string): Promise<Kernel.IModel | undefined> {
+    return await KernelAPI.getKernelModel(id, this.settings);
+  }
+
+  /** Stops a kernel by id (DELETE), whether or not we are connected to it; a kernel already gone is fine. */
+  async shutdown(id: string): Promise<void> {
+    try {
+      await KernelAPI.shutdownKernel(id, this.settings);
+    } catch (error) {
+      if (statusOf(error) !== 404) throw error;
+    }
+  }
+
+  /** The kernelspecs the server offers (with their language) and its default. */
+  async specs(): Promise<{ default: string; specs: Record<string, { language: string }> }> {
+    const answer = await KernelSpecAPI.getSpecs(this.settings);
+    const specs: Record<string, { language: string }> = {};
+    for (const [name, spec] of Object.entries(answer.kernelspecs))
+      specs[name] = { language: spec?.language ?? "" };
+    return { default: answer.default, specs };
   }
 
   /** Starts a kernel of `name` (else the entry's, else the server's default). */
@@ -166,11 +240,61 @@ export class JupyterLink {
     this.connections.clear();
   }
 
-  // No KernelManager: it would poll the server's kernel list for as long as it lives.
-  private connect(model: Kernel.IModel): KernelLink {
+  /** Connects to the kernel a model describes. No KernelManager: it would poll the server's kernel list. */
+  connect(model: Kernel.IModel): KernelLink {
     const connection = new KernelConnection({ model, serverSettings: this.settings, handleComms: false });
     this.connections.add(connection);
     connection.disposed.connect(() => this.connections.delete(connection));
     return new KernelLink(connection);
   }
+}
+
+function messageBytes(data: unknown): number {
+  if (typeof data === "string") return data.length * 3;
+  if (data instanceof ArrayBuffer) return data.byteLength;
+  return ArrayBuffer.isView(data) ? data.byteLength : 0;
+}
+
+function statusOf(error: unknown): number | undefined {
+  const response = (error as { response?: { status?: unknown } } | undefined)?.response;
+  return typeof response?.status === "number" ? response.status : undefined;
+}
+
+/**
+ * What went wrong talking to a kernel server, as an error an agent can act on: which server, what we
+ * were doing, what it answered, what to do. Never the token.
+ */
+export function serverFailure(server: KernelServer, doing: string, error: unknown): ReplError {
+  if (error instanceof ReplError) return error;
+  const where = `Kernel server "${server.name}" (${server.url})`;
+  const status = statusOf(error);
+  const fail = (message: string) => new ReplError("KERNEL_SERVER_FAILED", message, { cause: error });
+  if (status === 401 || status === 403) {
+    return fail(
+      `${where} refused the token while ${doing} (HTTP ${status}); check the entry's token or tokenFile`,
+    );
+  }
+  if (status !== undefined && status >= 300 && status < 400) {
+    return fail(
+      `${where} redirected while ${doing} (HTTP ${status}), as to a login page; check the token and that the url is the user server (…/user/<name>/)`,
+    );
+  }
+  if (status === 404) {
+    return fail(`${where} answered 404 while ${doing}; check that the url is a Jupyter server's base URL`);
+  }
+  if (status !== undefined) {
+    return fail(`${where} failed while ${doing} (HTTP ${status}: ${describe(error).slice(0, 300)})`);
+  }
+  const name = (error as { name?: unknown } | undefined)?.name;
+  if (name === "TimeoutError" || name === "AbortError") {
+    return fail(
+      `${where} did not answer in time while ${doing}; check that it runs, or raise startTimeoutS for slow kernel starts`,
+    );
+  }
+  if (error instanceof SyntaxError || /validation|JSON/i.test(describe(error))) {
+    return fail(`${where} answered something that is not the Jupyter API while ${doing}; check the url`);
+  }
+  return fail(
+    `${where} could not be reached while ${doing} (${describe(error).slice(0, 300)}); check that it runs and the url`,
+  );
 }

@@ -83,7 +83,7 @@ function select(requested: string | undefined, launchDir: string): Interpreter {
   return { path: onPath, source: "path" };
 }
 
-export type EnvironmentSource = "explicit" | "project_venv" | "server_default";
+export type EnvironmentSource = "explicit" | "project_venv" | "server_default" | "kernel_server";
 
 /**
  * The interpreter of an opened session: an explicit `python` argument, else the project's .venv (if

@@ -1,6 +1,7 @@
 // What a session looks like from outside: the `server` block of python_health and each entry of the
 // session list. Never starts Python.
 import * as v from "valibot";
+import type { KernelSeat } from "../kernels/seat.ts";
 import {
   CODE_MAX_BYTES,
   FRAME_MAX_BYTES,
@@ -21,8 +22,18 @@ const VersionInfo = v.object({
   minor: v.number(),
 });
 
+/** Where a kernel session runs (never the server's token or a credential). */
+const KernelPlace = v.object({
+  kernel_server: v.string(),
+  url: v.string(),
+  kernelspec: v.string(),
+  kernel_id: v.string(),
+  /** Started by this session (shut down when it closes), or attached to (left running). */
+  owned: v.boolean(),
+});
+
 const Environment = v.object({
-  source: v.picklist(["explicit", "project_venv", "server_default"]),
+  source: v.picklist(["explicit", "project_venv", "server_default", "kernel_server"]),
   python: v.string(),
   version: v.nullable(v.string()),
   actual_python_executable: v.nullable(v.string()),
@@ -30,6 +41,7 @@ const Environment = v.object({
   validated: v.boolean(),
   runtime_status: v.picklist(["lazy", "running", "stopped", "closed"]),
   error: v.optional(v.string()),
+  kernel: v.optional(KernelPlace),
 });
 
 /** One session as python_health, python_session_list/open/inspect publish it. */
@@ -69,7 +81,7 @@ export type SessionMetadata = v.InferOutput<typeof SessionMetadata>;
 export const EXECUTION_MODE = "trusted-local; full filesystem access; not a security sandbox";
 
 function environment(session: Session): v.InferOutput<typeof Environment> {
-  const ready = session.supervisor.python;
+  const ready = session.supervisor.python ?? session.kernel?.ready;
   // Opened sessions were probed before publication; the default session learns its version when it runs.
   const info = session.probe
     ? {
@@ -95,6 +107,17 @@ function environment(session: Session): v.InferOutput<typeof Environment> {
     validated: info !== null,
     runtime_status: session.runtimeStatus,
     ...(session.problem ? { error: session.problem } : {}),
+    ...(session.kernel ? { kernel: kernelPlace(session.kernel) } : {}),
+  };
+}
+
+function kernelPlace(seat: KernelSeat): v.InferOutput<typeof KernelPlace> {
+  return {
+    kernel_server: seat.server.name,
+    url: seat.server.url,
+    kernelspec: seat.kernelName,
+    kernel_id: seat.kernelId,
+    owned: seat.owned,
   };
 }
 
@@ -131,8 +154,9 @@ export function sessionMetadata(session: Session, maxMemoryMib: number): Session
       rpc_concurrency: RPC_CONCURRENCY,
       worker_rss_mib: maxMemoryMib,
     },
-    memory_limit:
-      maxMemoryMib > 0
+    memory_limit: session.kernel
+      ? "Not applied: the kernel runs on its Jupyter server's host, whose own limits govern its memory."
+      : maxMemoryMib > 0
         ? `Worker RSS sampled every ${RSS_SAMPLE_INTERVAL_MS} ms while a cell runs; over ${maxMemoryMib} MiB the ` +
           "worker is killed and variables cleared. Child processes are not counted. 0 disables."
         : "Disabled (--max-memory-mib 0).",

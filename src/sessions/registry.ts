@@ -10,6 +10,8 @@ import type { Scope } from "../broker/registry.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelServer } from "../kernels/config.ts";
+import type { JupyterLink } from "../kernels/jupyter.ts";
+import type { OwnedKernels } from "../kernels/owned.ts";
 import { SESSION_CLOSE_WAIT_MS, SESSION_OPENS_MAX, SESSIONS_MAX, SHUTDOWN_RUNS_WAIT_MS } from "../limits.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
@@ -30,8 +32,17 @@ export interface SessionsOptions {
   scopes: Set<Scope>;
   /** The durable journal of --journal; else an in-memory one is made. */
   journal?: Journal;
-  /** The kernel servers of --kernels (shown by python_health). */
+  /** The kernel servers of --kernels (python_health shows them; sessions may open on them). */
   kernelServers?: KernelServer[];
+}
+
+/** Where python_session_open puts a session on a kernel server. */
+export interface KernelChoice {
+  server: string;
+  /** A kernelspec (else the entry's, else the server's default). */
+  kernel?: string;
+  /** A running kernel to attach to. */
+  kernelId?: string;
 }
 
 /** Someone watching every session of the process (the viewer); see Sessions.watch. */
@@ -54,6 +65,9 @@ export class Sessions {
   private watcher: SessionsWatcher | undefined;
   /** The viewer's address, when one is serving (python_health shows it). */
   viewerUrl: string | undefined;
+  /** One client per kernel server, made on first use; the kernels this server started. */
+  private readonly links = new Map<string, JupyterLink>();
+  private ownedKernels: OwnedKernels | undefined;
 
   constructor(private readonly options: SessionsOptions) {
     this.journal = options.journal ?? new Journal();
@@ -155,6 +169,112 @@ export class Sessions {
     }
   }
 
+  /**
+   * A session on a kernel server's kernel: started (or attached to) and the engine loaded before it is
+   * published; nothing is registered, and a kernel started for it is shut down, if any step fails.
+   * `project` is a directory on the kernel's host. Its cells' mcp calls go through the launch project's
+   * broker (the registry is this server's, never the kernel's).
+   */
+  async openOnKernel(
+    name: string,
+    project: string | undefined,
+    choice: KernelChoice,
+    journal: JournalView,
+    signal?: AbortSignal,
+  ): Promise<Session> {
+    const server = this.kernelServers.find((candidate) => candidate.name === choice.server);
+    if (!server) {
+      const names = this.kernelServers.map((candidate) => candidate.name);
+      throw new ReplError(
+        "KERNEL_SERVER_UNKNOWN",
+        names.length > 0
+          ? `No kernel server "${choice.server}" is configured; configured: ${names.join(", ")}`
+          : `No kernel server "${choice.server}" is configured; the user configures them with --kernels FILE (docs/kernels.md)`,
+      );
+    }
+    this.checkCapacity();
+    this.opening++;
+    try {
+      const { KernelSeat } = await import("../kernels/seat.ts");
+      const seat = await KernelSeat.open({
+        server,
+        link: await this.linkTo(server),
+        owned: await this.owned(),
+        kernel: choice.kernel,
+        kernelId: choice.kernelId,
+        project,
+      });
+      if (signal?.aborted || this.byId.size >= SESSIONS_MAX) {
+        await seat.close();
+        if (signal?.aborted) throw new ReplError("CANCELLED", "Session opening cancelled before publication");
+        throw new ReplError(
+          "SESSION_LIMIT",
+          `Session limit reached (${SESSIONS_MAX}); close unused sessions`,
+        );
+      }
+      const session = new Session({
+        broker: this.attachBroker(this.options.project),
+        journal,
+        artifacts: this.artifacts,
+        serverId: this.serverId,
+        name,
+        project: seat.ready.cwd,
+        python: seat.ready.python_executable,
+        source: "kernel_server",
+        kernel: { seat, localProject: this.options.project },
+        maxMemoryMib: this.options.maxMemoryMib,
+        approvalTimeoutMs: this.options.approvalTimeoutMs,
+      });
+      this.publish(session);
+      return session;
+    } finally {
+      this.opening--;
+    }
+  }
+
+  /**
+   * Shuts down the kernels earlier servers started and left when they died (kill -9): those on the
+   * servers this one is configured for. Returns how many.
+   */
+  async collectOrphanKernels(): Promise<number> {
+    if (this.kernelServers.length === 0) return 0;
+    const owned = await this.owned();
+    return await owned.collectOrphans(this.kernelServers, async (server, id) => {
+      await (await this.linkTo(server)).shutdown(id);
+    });
+  }
+
+  private async linkTo(server: KernelServer): Promise<JupyterLink> {
+    let link = this.links.get(server.name);
+    if (!link) {
+      // Loaded on first use: a server without kernel sessions never pages in the Jupyter client.
+      const { JupyterLink } = await import("../kernels/jupyter.ts");
+      link = new JupyterLink(server);
+      this.links.set(server.name, link);
+    }
+    return link;
+  }
+
+  private async owned(): Promise<OwnedKernels> {
+    if (!this.ownedKernels) {
+      const { OwnedKernels } = await import("../kernels/owned.ts");
+      this.ownedKernels = new OwnedKernels();
+    }
+    return this.ownedKernels;
+  }
+
+  private checkCapacity(): void {
+    if (this.opening >= SESSION_OPENS_MAX) {
+      throw new ReplError(
+        "SESSION_LIMIT",
+        "Session opening capacity exhausted; wait for active interpreter probes",
+      );
+    }
+    if (this.byId.size >= SESSIONS_MAX) {
+      throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
+    }
+  }
+
   /** Stops the session's run and worker and forgets it. */
   async close(sessionId: string): Promise<Session> {
     const session = this.byId.get(sessionId);
@@ -164,7 +284,8 @@ export class Sessions {
     this.watcher?.closed(session);
     this.artifacts.deleteForSession(session.id);
     await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
-    await this.detachBroker(session.project);
+    await session.kernel?.close();
+    await this.detachBroker(session.kernel ? this.options.project : session.project);
     return session;
   }
 
@@ -196,9 +317,10 @@ export class Sessions {
     await Promise.all(
       this.list().map((session) => {
         session.markClosed();
-        return session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS);
+        return session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS).then(() => session.kernel?.close());
       }),
     );
+    for (const link of this.links.values()) link.dispose();
     await this.artifacts.close();
     await Promise.all([...this.brokers.values()].map(({ broker }) => broker.close()));
   }

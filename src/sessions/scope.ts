@@ -6,7 +6,7 @@ import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import type { JournalView } from "../broker/journal.ts";
 import { ProtocolError, ReplError } from "../errors.ts";
-import { SESSION_GONE, SESSION_NOT_FOUND, type Sessions } from "./registry.ts";
+import { type KernelChoice, SESSION_GONE, SESSION_NOT_FOUND, type Sessions } from "./registry.ts";
 import type { Session } from "./session.ts";
 
 export class SessionScope {
@@ -98,8 +98,16 @@ export class SessionScope {
     return this.pool.list().filter((session) => this.owned.has(session.id));
   }
 
-  async open(name: string, project: string, python: string | undefined, signal?: AbortSignal) {
-    const session = await this.pool.open(name, project, python, this.journal, signal);
+  async open(
+    name: string,
+    project: string | undefined,
+    python: string | undefined,
+    kernel: KernelChoice | undefined,
+    signal?: AbortSignal,
+  ) {
+    const session = kernel
+      ? await this.pool.openOnKernel(name, project, kernel, this.journal, signal)
+      : await this.pool.open(name, project ?? ".", python, this.journal, signal);
     if (this.ended) {
       // The client went away while the interpreter was being probed: nobody can reach this session.
       await this.pool.close(session.id);

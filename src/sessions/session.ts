@@ -5,6 +5,7 @@ import type { Broker } from "../broker/broker.ts";
 import type { JournalView } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
+import type { KernelSeat } from "../kernels/seat.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
 import { SessionAsking } from "./asking.ts";
@@ -25,6 +26,11 @@ export interface SessionOptions {
   maxMemoryMib: number;
   /** How long a question to the person waits (--approval-timeout-s). */
   approvalTimeoutMs: number;
+  /**
+   * Set for a session on a Jupyter kernel: its cells run there, `project` is a directory on the kernel's
+   * host, and the tools' own paths (artifact import and save) stay this server's (`localProject`).
+   */
+  kernel?: { seat: KernelSeat; localProject: string };
   /** The broker of the session's project (or of the explicit --config). */
   broker: Broker;
   /** What this session's cells may list of the journal: the records of its own client. */
@@ -44,6 +50,8 @@ export class Session {
   readonly supervisor: Supervisor;
   readonly artifacts: SessionArtifacts;
   readonly asking: SessionAsking;
+  /** The kernel a kernel session runs on; undefined for a local worker. */
+  readonly kernel: KernelSeat | undefined;
   private readonly lifetime = new AbortController();
 
   constructor(options: SessionOptions) {
@@ -55,8 +63,11 @@ export class Session {
     this.probe = options.probe;
     this.problem = options.problem;
     const store = options.artifacts;
+    const seat = options.kernel?.seat;
+    this.kernel = seat;
     this.asking = new SessionAsking(this.id, options.approvalTimeoutMs);
-    this.artifacts = new SessionArtifacts(store, options.broker, this.id, this.project, this.lifetime.signal);
+    const toolPaths = options.kernel?.localProject ?? this.project;
+    this.artifacts = new SessionArtifacts(store, options.broker, this.id, toolPaths, this.lifetime.signal);
     this.supervisor = new Supervisor({
       serverId: options.serverId,
       sessionId: this.id,
@@ -81,6 +92,12 @@ export class Session {
           // Already gone: evicted by the store's own bounds, or deleted by the agent.
         }
       },
+      ...(seat
+        ? {
+            startWorker: (_launch, purpose) => (purpose === "fresh" ? seat.freshLife() : seat.startLife()),
+            resetRefusal: () => seat.resetRefusal(),
+          }
+        : {}),
       launch: {
         python: options.python,
         problem: options.problem,

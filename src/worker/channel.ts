@@ -3,6 +3,7 @@
 // the kernel's own channels). The supervisor speaks frames (docs/worker-protocol.md) and nothing else.
 import type { ReadyFrame, WorkerFrame } from "./frames.ts";
 import type { NativeStderr } from "./native-stderr.ts";
+import type { Failure } from "./result.ts";
 
 /** Why the frame channel closed; a worker is unusable after any of these. */
 export type CloseReason = "exited" | "broken" | "killed";
@@ -17,6 +18,8 @@ export interface WorkerChannel {
   /** Resolves when the channel is closed and everything behind it is gone. */
   readonly closed: Promise<CloseReason>;
   readonly alive: boolean;
+  /** Why the worker was lost, when the channel knows better than "crashed" (a kernel's death). */
+  readonly loss?: Failure;
   /** Calls fn when the channel closes; returns the way to unhook it. */
   onClose(fn: () => void): () => void;
   /** Queues one frame; rejects if it does not fit or the worker is gone. */

@@ -33,6 +33,13 @@ export class NativeStderr {
 
   private reader: { cancel(): Promise<void> } | undefined;
 
+  /** For a worker whose fd 2 the server cannot see (a kernel's): always empty, never waited for. */
+  static unseen(): NativeStderr {
+    const stderr = new NativeStderr();
+    stderr.ended = true;
+    return stderr;
+  }
+
   async drain(stream: ReadableStream<Uint8Array>): Promise<void> {
     const reader = stream.getReader();
     this.reader = reader;

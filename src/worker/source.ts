@@ -71,6 +71,15 @@ function trustedDirectory(): string {
   }
 }
 
+/** The worker's source text and its SHA-256 (hex), read from the bundle (a kernel loads it as a module). */
+export function workerSource(): { text: string; digest: string } {
+  const source = readFileSync(WORKER_FILE);
+  return {
+    text: source.toString("utf8"),
+    digest: new Bun.CryptoHasher("sha256").update(source).digest("hex"),
+  };
+}
+
 let cached: string | undefined;
 
 export function workerSourcePath(): string {

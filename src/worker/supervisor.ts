@@ -33,8 +33,13 @@ export interface SupervisorOptions {
   sessionId: string;
   /** Where and how to start a worker. */
   launch: WorkerLaunch;
-  /** How: the local worker process unless given (the seam a kernel session's worker plugs into). */
-  startWorker?: (launch: WorkerLaunch) => Promise<WorkerChannel>;
+  /**
+   * How: the local worker process unless given (the seam a kernel session's worker plugs into). A
+   * "fresh" worker serves one fresh file run and is stopped after it.
+   */
+  startWorker?: (launch: WorkerLaunch, purpose: "session" | "fresh") => Promise<WorkerChannel>;
+  /** Why a reset must be refused here (an attached kernel), if it must. */
+  resetRefusal?: () => Failure | undefined;
   maxMemoryMib: number;
   /** Serves the cells' bridge requests (mcp.*); absent → they are refused. */
   bridge?: Bridge;
@@ -99,8 +104,9 @@ export class Supervisor {
 
   constructor(private readonly options: SupervisorOptions) {}
 
-  private launchWorker(launch: WorkerLaunch): Promise<WorkerChannel> {
-    return (this.options.startWorker ?? WorkerProcess.start)(launch);
+  private launchWorker(launch: WorkerLaunch, purpose: "session" | "fresh"): Promise<WorkerChannel> {
+    const start = this.options.startWorker;
+    return start ? start(launch, purpose) : WorkerProcess.start(launch);
   }
 
   get running(): boolean {
@@ -256,6 +262,8 @@ export class Supervisor {
     if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request, frame);
 
     let stateReset = false;
+    const refusal = request.reset ? this.options.resetRefusal?.() : undefined;
+    if (refusal) return refuse(refusal);
     if (request.reset && this.worker) await this.discardWorker();
     if (!this.worker?.alive) {
       const recovering = this.lost && !request.reset;
@@ -280,7 +288,7 @@ export class Supervisor {
   private async driveFresh(run: ActiveRun, request: RunRequest, frame: Uint8Array): Promise<ExecutionResult> {
     let worker: WorkerChannel;
     try {
-      worker = await this.launchWorker(this.launchSpec());
+      worker = await this.launchWorker(this.launchSpec(), "fresh");
     } catch (error) {
       return this.result(run, { ...startFailure(error), ...UNTOUCHED, execution_mode: "fresh" });
     }
@@ -307,7 +315,7 @@ export class Supervisor {
   private async startWorker(): Promise<void> {
     this.worker = undefined;
     this.python = undefined;
-    const worker = await this.launchWorker(this.launchSpec());
+    const worker = await this.launchWorker(this.launchSpec(), "session");
     if (this.closed) {
       // The session was closed while its worker was starting: that worker must not outlive it.
       await worker.stop();
@@ -391,7 +399,7 @@ export class Supervisor {
         return await loss(Failures.rss);
       }
       if (first.kind === "result") return await this.fromWorker(run, worker, first.result, stateReset);
-      return await loss(Failures.crashed);
+      return await loss(worker.loss ?? Failures.crashed);
     } finally {
       clearTimeout(deadline);
       for (const unhook of unhooks) unhook();

@@ -32,7 +32,7 @@ async function runCell(
   let wake: (() => void) | undefined;
   const runId = crypto.randomUUID();
   const reply = await kernel.execute(
-    `__import__('repl_mcp_engine').kernel_run(${JSON.stringify(JSON.stringify({ run_id: runId, code, timeout: 30 }))})`,
+    `__import__('repl_mcp_engine').kernel_run(${JSON.stringify(JSON.stringify({ type: "execute", id: runId, code, timeout: 30 }))})`,
     {
       allowStdin: true,
       onIopub: (message) => {

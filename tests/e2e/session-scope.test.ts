@@ -29,7 +29,7 @@ test("closed sessions are forgotten once the journal holds nothing of theirs", a
   const scope = new SessionScope(pool, { earlierJournal: true });
   const withRecords: string[] = [];
   for (let i = 0; i < 40; i++) {
-    const session = await scope.open(`s${i}`, project, python);
+    const session = await scope.open(`s${i}`, project, python, undefined);
     if (i % 10 === 0) {
       pool.journal.finish(pool.journal.dispatched(call(session.id)), "completed");
       withRecords.push(session.id);
@@ -46,7 +46,7 @@ test("closed sessions are forgotten once the journal holds nothing of theirs", a
   for (let i = 0; i < JOURNAL_MAX_RECORDS; i++) {
     pool.journal.finish(pool.journal.dispatched(call(scope.default.id)), "completed");
   }
-  const last = await scope.open("last", project, python);
+  const last = await scope.open("last", project, python, undefined);
   await scope.close(last.id);
   expect(scope.knownSessions).toBe(1);
   expect(scope.journalRecords).toBe(JOURNAL_MAX_RECORDS);

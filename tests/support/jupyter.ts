@@ -38,11 +38,14 @@ export class JupyterServer {
     private readonly dir: string,
   ) {}
 
-  /** Starts one with a fresh token and root directory; resolves once its API answers. */
-  static async start(): Promise<JupyterServer> {
-    const port = await freePort();
-    const token = crypto.randomUUID().replaceAll("-", "");
-    const dir = tempDir("repl-mcp-jupyter-");
+  /**
+   * Starts one with a fresh token and root directory (or those of a server that was stopped with
+   * `crash`, on its port: the same server coming back); resolves once its API answers.
+   */
+  static async start(again?: JupyterServer): Promise<JupyterServer> {
+    const port = again ? Number(new URL(again.url).port) : await freePort();
+    const token = again?.token ?? crypto.randomUUID().replaceAll("-", "");
+    const dir = again?.dir ?? tempDir("repl-mcp-jupyter-");
     const proc = Bun.spawn(
       [
         SYSTEM_PYTHON,
@@ -80,6 +83,25 @@ export class JupyterServer {
       throw error;
     }
     return server;
+  }
+
+  /** The root directory it serves (its kernels' default working directory). */
+  get root(): string {
+    return this.dir;
+  }
+
+  /** The ids of the kernels it runs now. */
+  async kernels(): Promise<string[]> {
+    const response = await fetch(`${this.url}api/kernels`, {
+      headers: { authorization: `token ${this.token}` },
+    });
+    return ((await response.json()) as { id: string }[]).map((kernel) => kernel.id);
+  }
+
+  /** Kills it at once (SIGKILL), keeping its directory for a `start(this)`; its kernels die with it. */
+  async crash(): Promise<void> {
+    this.proc.kill("SIGKILL");
+    await this.proc.exited;
   }
 
   /** Stops it (its kernels with it) and removes its directory. */

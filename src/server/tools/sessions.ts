@@ -1,5 +1,6 @@
 // Independent sessions: open one on a project (and its interpreter), list, inspect and close them.
 import * as v from "valibot";
+import { ProtocolError } from "../../errors.ts";
 import { INVENTORY_TIMEOUT_SECONDS, SESSION_NAME_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
 import { SessionMetadata, sessionMetadata } from "../../sessions/metadata.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
@@ -27,7 +28,10 @@ export const pythonSessionOpen = defineTool({
     "directory. Interpreter: the python argument if given (absolute, relative to the project, or a name on " +
     "PATH), else <project>/.venv/bin/python when .venv exists, else the server default. The interpreter is " +
     "checked (CPython 3.10+) but the worker starts with the first run. Names are labels: opening the same " +
-    "name twice gives two sessions. Pass the returned session_id to the other tools.",
+    "name twice gives two sessions. Pass the returned session_id to the other tools. kernel_server (one " +
+    "of python_health's kernel_servers) runs the session on a Jupyter kernel there instead: a new one " +
+    "(kernel: its kernelspec), or the running kernel_id (shared with whoever else uses it); project is " +
+    "then a directory on the kernel's host and python does not apply.",
   input: v.strictObject({
     name: v.pipe(
       v.string(),
@@ -36,17 +40,63 @@ export const pythonSessionOpen = defineTool({
       v.maxBytes(SESSION_NAME_MAX_BYTES, `Session name must contain 1..${SESSION_NAME_MAX_BYTES} bytes`),
       v.description("A label"),
     ),
-    project: v.pipe(
-      v.string(),
-      v.minLength(1),
-      v.description("Project directory (relative: to the server's)"),
+    project: v.optional(
+      v.pipe(
+        v.string(),
+        v.minLength(1),
+        v.description(
+          "Project directory (relative: to the server's); required unless kernel_server is given, where " +
+            "it is a directory on the kernel's host (default: the kernel's own)",
+        ),
+      ),
     ),
     python: v.optional(v.pipe(v.string(), v.minLength(1), v.description("Interpreter to use"))),
+    kernel_server: v.optional(
+      v.pipe(v.string(), v.minLength(1), v.maxLength(64), v.description("A configured kernel server's name")),
+    ),
+    kernel: v.optional(
+      v.pipe(
+        v.string(),
+        v.minLength(1),
+        v.maxLength(128),
+        v.description("Kernelspec to start (kernel_server)"),
+      ),
+    ),
+    kernel_id: v.optional(
+      v.pipe(
+        v.string(),
+        v.minLength(1),
+        v.maxLength(128),
+        v.description("A running kernel to attach to (kernel_server)"),
+      ),
+    ),
   }),
   output: v.union([SessionMetadata, ToolFailure]),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx, call) {
-    const session = await ctx.sessions.open(args.name, args.project, args.python, call.signal);
+    const server = args.kernel_server;
+    if (server === undefined) {
+      if (args.kernel !== undefined || args.kernel_id !== undefined) {
+        throw new ProtocolError(
+          "kernel and kernel_id need kernel_server (a configured kernel server's name)",
+        );
+      }
+      if (args.project === undefined) throw new ProtocolError("Invalid arguments at /project");
+    } else {
+      if (args.python !== undefined) {
+        throw new ProtocolError(
+          "python cannot be combined with kernel_server: a kernel's Python is its kernelspec's",
+        );
+      }
+      if (args.kernel !== undefined && args.kernel_id !== undefined) {
+        throw new ProtocolError(
+          "Give kernel (start a new kernel) or kernel_id (attach to a running one), not both",
+        );
+      }
+    }
+    const choice =
+      server === undefined ? undefined : { server, kernel: args.kernel, kernelId: args.kernel_id };
+    const session = await ctx.sessions.open(args.name, args.project, args.python, choice, call.signal);
     return sessionMetadata(session, ctx.maxMemoryMib);
   },
 });

@@ -1,0 +1,260 @@
+// One life of a session's Jupyter kernel as the supervisor sees it: a WorkerChannel whose frames travel
+// over the kernel's own channels (docs/worker-protocol.md, "Inside a Jupyter kernel"). An execute frame
+// becomes an execute_request of kernel_run(<frame>); the engine's frames come back as comm messages on
+// iopub; frames for the engine (bridge answers, rpc_wait, cancel) answer the input request the engine
+// holds open on stdin while a run lasts. The life ends when the namespace is lost (the kernel died, was
+// restarted, a fatal cell), when the connection does not come back during a run, or when the supervisor
+// stops or kills it; the seat (seat.ts) decides what a next life starts from.
+import { FRAME_MAX_BYTES, KERNEL_RECONNECT_WAIT_MS } from "../limits.ts";
+import { log } from "../log.ts";
+import type { CloseReason, WorkerChannel } from "../worker/channel.ts";
+import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "../worker/frames.ts";
+import { NativeStderr } from "../worker/native-stderr.ts";
+import type { Failure } from "../worker/result.ts";
+import type { KernelLink } from "./jupyter.ts";
+
+/** The prompt of the engine's held input request (worker.py KERNEL_POLL_PROMPT). */
+export const POLL_PROMPT = "\u0000repl-mcp frames";
+/** The comm the engine's frames travel on (worker.py KERNEL_COMM). */
+const COMM_ID = "repl-mcp";
+
+/** How a life ended, for the seat: what the next life has to start from. */
+export type LifeEnd =
+  /** The supervisor stopped it (a reset, a close, a fresh run's end): the namespace is to be discarded. */
+  | "stopped"
+  /** Killed while a run may still be going: restart the kernel now. */
+  | "killed"
+  /** The kernel's server restarted it (it died): the kernel is already fresh. */
+  | "restarted"
+  /** The kernel is gone (dead, deleted, its server lost it). */
+  | "gone"
+  /** The connection dropped for good: whatever state the kernel is in is unknown. */
+  | "disconnected";
+
+export interface LifeOwner {
+  /** Which server and kernel, for messages: `kernel 1f2e… on "gpu"`. */
+  readonly label: string;
+  ended(worker: KernelWorker, how: LifeEnd): void;
+}
+
+/** One run's exchange with the engine: frames waiting for its input request, and who waits for them. */
+interface RunExchange {
+  id: string;
+  queue: unknown[];
+  wake: (() => void) | undefined;
+  /** The request ended (or was dropped). */
+  done: boolean;
+  /** Its result frame came. */
+  resulted: boolean;
+}
+
+export class KernelWorker implements WorkerChannel {
+  readonly stderr = NativeStderr.unseen();
+  onFrame: (frame: WorkerFrame) => void = () => {};
+  readonly closed: Promise<CloseReason>;
+  /** Why the namespace was lost, when the kernel side says so better than "the worker crashed". */
+  loss: Failure | undefined;
+  private closeReason: CloseReason | undefined;
+  private resolveClosed!: (reason: CloseReason) => void;
+  private readonly listeners = new Set<() => void>();
+  private run: RunExchange | undefined;
+  private readonly unhooks: (() => void)[];
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    readonly link: KernelLink,
+    readonly ready: ReadyFrame,
+    private readonly owner: LifeOwner,
+  ) {
+    this.closed = new Promise((resolve) => {
+      this.resolveClosed = resolve;
+    });
+    this.unhooks = [
+      link.onStatus((status) => {
+        // "restarting" we did not ask for (we end this life before restarting) is the server's restart
+        // of a kernel that died; "autorestarting" is how the connection reports it.
+        if (status === "restarting" || status === "autorestarting") {
+          this.end("exited", "restarted", {
+            code: "WORKER_CRASHED",
+            message: `The kernel died (${owner.label}) and its server restarted it; variables cleared`,
+          });
+        } else if (status === "dead") {
+          this.end("exited", "gone", {
+            code: "WORKER_CRASHED",
+            message: `The kernel is dead (${owner.label}); variables cleared. The next run starts a new one`,
+          });
+        }
+      }),
+      link.onConnection((status) => this.onConnection(status)),
+    ];
+  }
+
+  get alive(): boolean {
+    return this.closeReason === undefined;
+  }
+
+  onClose(fn: () => void): () => void {
+    if (!this.alive) {
+      fn();
+      return () => {};
+    }
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  async send(frame: unknown): Promise<void> {
+    if (!this.alive) throw new Error("the kernel's session ended");
+    const { type, id } = frame as { type?: unknown; id?: unknown };
+    if (type === "execute") return this.execute(frame as { id: string });
+    if (type === "shutdown") return;
+    const run = this.run;
+    // A frame for a run that already ended (a cancel racing its result) has nobody to read it.
+    if (!run || run.done || (type === "cancel" && id !== run.id)) return;
+    run.queue.push(frame);
+    run.wake?.();
+  }
+
+  sendEncoded(bytes: Uint8Array): Promise<void> {
+    return this.send(JSON.parse(new TextDecoder().decode(bytes)));
+  }
+
+  /** Jobs a cell started run on the kernel's host, out of the server's reach (docs/kernels.md). */
+  killJobs(): void {}
+
+  interrupt(): void {
+    this.link.interrupt().catch((error) => log.debug("kernel interrupt failed:", error));
+  }
+
+  /** A kernel's memory is on its host; the server cannot sample it (--max-memory-mib does not apply). */
+  residentBytes(): number | undefined {
+    return undefined;
+  }
+
+  async kill(reason: CloseReason = "killed"): Promise<void> {
+    this.end(reason, "killed");
+  }
+
+  async stop(): Promise<void> {
+    this.end("exited", "stopped");
+  }
+
+  /** Sends one run to the engine; its frames arrive through onFrame, the result last. */
+  private async execute(frame: { id: string }): Promise<void> {
+    const run: RunExchange = { id: frame.id, queue: [], wake: undefined, done: false, resulted: false };
+    this.run = run;
+    if (this.link.connectionStatus !== "connected") this.onConnection(this.link.connectionStatus);
+    const code = `__import__("repl_mcp_engine").kernel_run(${JSON.stringify(JSON.stringify(frame))})`;
+    const finished = this.link.execute(code, {
+      allowStdin: true,
+      onIopub: (message) => {
+        if (message.msgType === "comm_msg") this.onComm(run, message.content);
+      },
+      onInput: (prompt) => this.answer(run, prompt),
+    });
+    finished.then(
+      (reply) => {
+        run.done = true;
+        run.wake?.();
+        if (!this.alive || this.run !== run) return;
+        this.run = undefined;
+        // The request ended and no result came: kernel_run itself failed (an engine that did not
+        // load, a frame it refused). The engine is not usable.
+        if (!run.resulted) {
+          this.end("broken", "killed", {
+            code: "WORKER_CRASHED",
+            message: `The kernel ended the run without a result (${this.owner.label}, reply ${reply.status}); the session restarts it on the next run`,
+          });
+        }
+      },
+      () => {
+        // The request was dropped by the connection: a restart, a death or a dispose, which the
+        // status and connection hooks report.
+        run.done = true;
+        run.wake?.();
+      },
+    );
+  }
+
+  private onComm(run: RunExchange, content: Record<string, unknown>): void {
+    if (content.comm_id !== COMM_ID) return;
+    const text = (content.data as { frame?: unknown } | undefined)?.frame;
+    let frame: WorkerFrame | undefined;
+    try {
+      if (typeof text !== "string" || text.length > FRAME_MAX_BYTES) throw new Error("oversized or missing");
+      frame = parseWorkerFrame(JSON.parse(text));
+    } catch (error) {
+      log.warn(`malformed frame from the kernel (${this.owner.label}):`, error);
+      this.end("broken", "killed");
+      return;
+    }
+    if (!frame) return;
+    if (frame.type === "result") {
+      run.resulted = true;
+      // The engine's input request ends with the run; a fatal result leaves a namespace to discard.
+      run.queue.push({ type: "end" });
+      run.wake?.();
+      this.onFrame(frame);
+      if (frame.result.fatal) this.end("exited", "killed");
+      return;
+    }
+    this.onFrame(frame);
+  }
+
+  /** Answers the engine's held input request with the frames queued for it, once there are some. */
+  private async answer(run: RunExchange, prompt: string): Promise<string> {
+    // Any other prompt is a cell's own input() outside the engine's reach: it gets an empty line.
+    if (prompt !== POLL_PROMPT) return "";
+    while (run.queue.length === 0 && !run.done && this.alive) {
+      await new Promise<void>((resolve) => {
+        run.wake = resolve;
+      });
+    }
+    run.wake = undefined;
+    if (run.queue.length === 0) return JSON.stringify([{ type: "end" }]);
+    return JSON.stringify(run.queue.splice(0));
+  }
+
+  private onConnection(status: string): void {
+    if (status === "connected") {
+      clearTimeout(this.reconnectTimer);
+      this.reconnectTimer = undefined;
+      return;
+    }
+    const lost: Failure = {
+      code: "KERNEL_CONNECTION_LOST",
+      message:
+        `The connection to the kernel (${this.owner.label}) dropped while the run was in flight and did ` +
+        `not come back within ${KERNEL_RECONNECT_WAIT_MS / 1000} s: whether the run finished, and what it ` +
+        "did, is unknown. Nothing was re-executed. The next run starts from a restarted kernel (variables cleared)",
+    };
+    if (status === "disconnected") {
+      this.end("broken", "disconnected", this.run ? lost : undefined);
+      return;
+    }
+    // Reconnecting: between runs the connection may take its time; a run waits a bounded while.
+    if (this.run && !this.reconnectTimer) {
+      this.reconnectTimer = setTimeout(
+        () => this.end("broken", "disconnected", lost),
+        KERNEL_RECONNECT_WAIT_MS,
+      );
+    }
+  }
+
+  private end(reason: CloseReason, how: LifeEnd, loss?: Failure): void {
+    if (!this.alive) return;
+    this.closeReason = reason;
+    this.loss = loss;
+    clearTimeout(this.reconnectTimer);
+    for (const unhook of this.unhooks) unhook();
+    const run = this.run;
+    this.run = undefined;
+    if (run) {
+      run.done = true;
+      run.wake?.();
+    }
+    this.owner.ended(this, how);
+    for (const listener of this.listeners) listener();
+    this.listeners.clear();
+    this.resolveClosed(reason);
+  }
+}
