@@ -4904,6 +4904,9 @@ class _Session:
             error, interrupted, error_cut, failure = self._describe_failure(run_id, outcome.error)
             if error_cut:
                 truncated["error"] = True
+            code = getattr(outcome.error, "code", None) if type(outcome.error) is _PlainFailure else None
+            if code is not None:
+                result["error_code"] = code
         elif outcome.value is not None and fatal is None:
             library = _library_preview(outcome.value)
             if library is not None:
@@ -5083,7 +5086,9 @@ def _read_script(path, argv):
     try:
         data = _read_bounded(path, SOURCE_FILE_MAX_BYTES, "Python source file")
     except FileNotFoundError:
-        raise _PlainFailure("Python source file not found: " + path) from None
+        missing = _PlainFailure("Python file not found or not a regular file: " + path)
+        missing.code = "FILE_NOT_FOUND"  # as the server says when it can check the path itself
+        raise missing from None
     import tokenize
 
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)

@@ -34,7 +34,8 @@ export type LifeEnd =
 export interface LifeOwner {
   /** Which server and kernel, for messages: `kernel 1f2e… on "gpu"`. */
   readonly label: string;
-  ended(worker: KernelWorker, how: LifeEnd): void;
+  /** Told once; what it returns (a kernel shut down) is awaited by `stop`. */
+  ended(worker: KernelWorker, how: LifeEnd): Promise<void> | undefined;
 }
 
 /** One run's exchange with the engine: frames waiting for its input request, and who waits for them. */
@@ -60,6 +61,8 @@ export class KernelWorker implements WorkerChannel {
   private run: RunExchange | undefined;
   private readonly unhooks: (() => void)[];
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  /** What the owner does once this life ended. */
+  private ending: Promise<void> | undefined;
 
   constructor(
     readonly link: KernelLink,
@@ -136,6 +139,7 @@ export class KernelWorker implements WorkerChannel {
 
   async stop(): Promise<void> {
     this.end("exited", "stopped");
+    await this.ending;
   }
 
   /** Sends one run to the engine; its frames arrive through onFrame, the result last. */
@@ -252,7 +256,7 @@ export class KernelWorker implements WorkerChannel {
       run.done = true;
       run.wake?.();
     }
-    this.owner.ended(this, how);
+    this.ending = this.owner.ended(this, how)?.catch((error) => log.warn("after a kernel life:", error));
     for (const listener of this.listeners) listener();
     this.listeners.clear();
     this.resolveClosed(reason);

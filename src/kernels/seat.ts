@@ -140,20 +140,20 @@ export class KernelSeat implements LifeOwner {
 
   private closeAfterLife = false;
 
-  ended(_worker: KernelWorker, how: LifeEnd): void {
-    if (this.closeAfterLife) {
-      void this.close();
-      return;
-    }
+  ended(_worker: KernelWorker, how: LifeEnd): Promise<void> | undefined {
+    if (this.closeAfterLife) return this.close();
     if (how === "killed") {
       // The cell may still be running: restart now rather than when the next run comes.
       this.next = "reload";
       this.pending = this.restart();
-      return;
+      // Awaited (and reported) by the next start or the close; until then it must not count as unhandled.
+      this.pending.catch(() => {});
+      return undefined;
     }
     this.next = { stopped: "restart", restarted: "reload", gone: "replace", disconnected: "reconnect" }[
       how
     ] as Next;
+    return undefined;
   }
 
   /** Shuts an owned kernel down (DELETE) or leaves an attached one running; the connection closes. */

@@ -72,7 +72,7 @@ export const WorkerResult = v.object({
   /** false: the server had already read all of fd 2 when the result was sent, so no barrier follows. */
   stderr_barrier: v.optional(v.boolean()),
   /** Set only when the worker itself failed (a bug), not the cell. */
-  error_code: v.optional(v.literal("INTERNAL")),
+  error_code: v.optional(v.picklist(["INTERNAL", "FILE_NOT_FOUND"])),
 });
 export type WorkerResult = v.InferOutput<typeof WorkerResult>;
 

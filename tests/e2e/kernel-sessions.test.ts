@@ -5,10 +5,13 @@
 // input(), the inventory, a file run; and the kernel's own faults. Afterwards the server lists none of
 // our kernels.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { KernelServer } from "../../src/kernels/config.ts";
+import { JupyterLink } from "../../src/kernels/jupyter.ts";
 import { Harness, waitFor } from "../support/harness.ts";
 import { JupyterServer, jupyterMissing } from "../support/jupyter.ts";
+import { createIssueCell, PeerCalls } from "../support/peer-calls.ts";
 
 const noJupyter = jupyterMissing();
 if (noJupyter) console.warn(`skipping the kernel session tests: ${noJupyter}`);
@@ -29,17 +32,36 @@ function kernelsFile(dir: string, jupyter: JupyterServer, extra: Record<string, 
   return file;
 }
 
-async function startServer(jupyter: JupyterServer, args: string[] = []): Promise<Harness> {
+async function startServer(
+  jupyter: JupyterServer,
+  beforeStart?: (project: string) => void,
+): Promise<Harness> {
   let file = "";
   return await Harness.start({
     beforeStart: (project) => {
       file = kernelsFile(project, jupyter);
+      beforeStart?.(project);
     },
     get args() {
-      return ["--kernels", file, ...args];
+      return ["--kernels", file];
     },
     env: { [TOKEN_VAR]: jupyter.token },
   });
+}
+
+/** A second client of the same server, as the person's JupyterLab would be. */
+function personOn(jupyter: JupyterServer): JupyterLink {
+  const server: KernelServer = {
+    name: "person",
+    url: jupyter.url,
+    authorization: `token ${jupyter.token}`,
+    kernel: undefined,
+    ca: undefined,
+    startTimeoutMs: 60_000,
+    allowReset: false,
+    insecure: false,
+  };
+  return new JupyterLink(server);
 }
 
 describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => {
@@ -49,15 +71,19 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
   const run = async (code: string, args: Record<string, unknown> = {}) =>
     (await h.call("execute_python", { session_id: session, code, ...args })).structuredContent;
 
+  const calls = new PeerCalls();
   beforeAll(async () => {
     jupyter = await JupyterServer.start();
-    h = await startServer(jupyter);
+    h = await startServer(jupyter, (project) =>
+      writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: { typed: calls.entry() } })),
+    );
     const opened = await h.call("python_session_open", { name: "gpu", kernel_server: "lab" });
     expect(opened.isError).toBeFalsy();
     session = opened.structuredContent.session_id;
   }, 90_000);
   afterAll(async () => {
     await h?.close();
+    calls.remove();
     if (jupyter) expect(await jupyter.kernels()).toEqual([]);
     await jupyter?.stop();
   }, 60_000);
@@ -182,5 +208,83 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
     const next = await run("'y' in globals()");
     expect(next).toMatchObject({ success: true, value: false });
     expect(next.generation).toBeGreaterThan(generation);
+  }, 90_000);
+
+  test("mcp calls from the kernel go through this server's broker, with its registry", async () => {
+    expect(await run(createIssueCell("from the kernel"))).toMatchObject({ success: true, value: "sent" });
+    expect(calls.tools()).toEqual(["create_issue"]);
+    const servers = await run("mcp.servers()");
+    expect(JSON.stringify(servers.value)).toContain("typed");
+  }, 60_000);
+
+  test("sh(), files and python_execute_file are the kernel's host's", async () => {
+    writeFileSync(
+      join(jupyter.root, "job.py"),
+      "import os, sys\nprint('ran in', os.getcwd(), sys.argv[1:])\n",
+    );
+    const file = (
+      await h.call("python_execute_file", {
+        session_id: session,
+        path: join(jupyter.root, "job.py"),
+        argv: ["a"],
+      })
+    ).structuredContent;
+    expect(file).toMatchObject({ success: true });
+    expect(file.stdout).toContain("ran in");
+    expect(file.stdout).toContain("['a']");
+    const shell = await run("sh('echo $PPID > from-sh.txt')\nopen('from-sh.txt').read().strip()");
+    expect(shell.success).toBe(true);
+    expect(existsSync(join(jupyter.root, "from-sh.txt"))).toBe(true);
+    expect(readFileSync(join(jupyter.root, "from-sh.txt"), "utf8").trim()).toBe(shell.value);
+    const fresh = (
+      await h.call("python_execute_file", {
+        session_id: session,
+        path: join(jupyter.root, "job.py"),
+        mode: "fresh",
+      })
+    ).structuredContent;
+    expect(fresh).toMatchObject({ success: true, execution_mode: "fresh" });
+    // The fresh run's own kernel is gone again; the session's stays.
+    expect((await jupyter.kernels()).length).toBe(1);
+  }, 90_000);
+
+  test("attaching to the person's kernel: both see the same variables; close leaves it running", async () => {
+    const person = personOn(jupyter);
+    const kernel = await person.start();
+    try {
+      expect((await kernel.execute("shared = 'from the person'")).status).toBe("ok");
+      const opened = await h.call("python_session_open", {
+        name: "pair",
+        kernel_server: "shared",
+        kernel_id: kernel.id,
+      });
+      expect(opened.isError).toBeFalsy();
+      const pair = opened.structuredContent.session_id;
+      expect(opened.structuredContent.environment.kernel).toMatchObject({
+        kernel_id: kernel.id,
+        owned: false,
+      });
+      const seen = (await h.call("execute_python", { session_id: pair, code: "shared" })).structuredContent;
+      expect(seen).toMatchObject({ success: true, value: "from the person" });
+      await h.call("execute_python", { session_id: pair, code: "answer = 42" });
+      const back = await kernel.execute("", { userExpressions: { a: "answer" } });
+      expect(back.userExpressions.a?.data?.["text/plain"]).toBe("42");
+      // The person's display() still shows in the notebook between our cells.
+      const shown = await kernel.execute("display('hello')", { silent: false });
+      expect(shown.status).toBe("ok");
+      const refused = (await h.call("execute_python", { session_id: pair, code: "1", reset: true }))
+        .structuredContent;
+      expect(refused).toMatchObject({ success: false, error_code: "KERNEL_RESET_REFUSED" });
+      expect(
+        (await h.call("execute_python", { session_id: pair, code: "answer" })).structuredContent.value,
+      ).toBe(42);
+      await h.call("python_session_close", { session_id: pair });
+      expect(await jupyter.kernels()).toContain(kernel.id);
+      const after = await kernel.execute("", { userExpressions: { a: "answer" } });
+      expect(after.userExpressions.a?.data?.["text/plain"]).toBe("42");
+    } finally {
+      await kernel.shutdown();
+      person.dispose();
+    }
   }, 90_000);
 });

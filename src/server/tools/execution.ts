@@ -87,7 +87,8 @@ function planFile(args: v.InferOutput<typeof FileInput>, ctx: ServerContext): Ru
       message: `argv is limited to ${ARGV_MAX_ITEMS} strings and ${sizeText(ARGV_MAX_BYTES)} in all`,
     });
   }
-  if (!isRegularFile(path)) {
+  // A kernel session's file is on the kernel's host: the engine there checks it (FILE_NOT_FOUND too).
+  if (!session.kernel && !isRegularFile(path)) {
     return refuse({
       code: "FILE_NOT_FOUND",
       message: `Python file not found or not a regular file: ${path}`,

@@ -1,0 +1,200 @@
+// Kernel sessions when things go wrong (docs/kernels.md, "Faults"), on a real Jupyter Server on loopback:
+// bad arguments and a bad kernel server answer at once with a code and what to do; kernels this server
+// started never outlive it (session close, stdin closed, SIGTERM, kill -9 and the next start); the Jupyter
+// server dying mid-cell ends the run as "outcome unknown" and the next run gets a new kernel once the
+// server is back.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Harness, pidAlive, tempDir, waitFor } from "../support/harness.ts";
+import { JupyterServer, jupyterMissing } from "../support/jupyter.ts";
+
+const noJupyter = jupyterMissing();
+if (noJupyter) console.warn(`skipping the kernel fault tests: ${noJupyter}`);
+
+const TOKEN_VAR = "KERNEL_FAULT_TOKEN";
+
+/** A server whose kernels file names `jupyter` as "lab" (and "wrong" with a bad token), in `home` if given. */
+async function startServer(jupyter: JupyterServer, home?: string): Promise<Harness> {
+  let file = "";
+  return await Harness.start({
+    beforeStart: (project) => {
+      file = join(project, "kernels.json");
+      writeFileSync(
+        file,
+        JSON.stringify({
+          kernelServers: {
+            lab: { url: jupyter.url, token: `\${${TOKEN_VAR}}` },
+            wrong: { url: jupyter.url, token: "not-the-token" },
+            down: { url: "http://127.0.0.1:9/", token: "x" },
+          },
+        }),
+      );
+    },
+    get args() {
+      return ["--kernels", file];
+    },
+    env: {
+      [TOKEN_VAR]: jupyter.token,
+      ...(home ? { HOME: home, XDG_CACHE_HOME: join(home, ".cache") } : {}),
+    },
+  });
+}
+
+describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults", () => {
+  let jupyter: JupyterServer;
+  let h: Harness;
+  beforeAll(async () => {
+    jupyter = await JupyterServer.start();
+    // A kernelspec that is not Python: refused before any kernel starts.
+    const specs = join(jupyter.root, ".local/share/jupyter/kernels/notpython");
+    mkdirSync(specs, { recursive: true });
+    writeFileSync(
+      join(specs, "kernel.json"),
+      JSON.stringify({ argv: ["/bin/false", "{connection_file}"], display_name: "R", language: "R" }),
+    );
+    h = await startServer(jupyter);
+  }, 90_000);
+  afterAll(async () => {
+    await h?.close();
+    if (jupyter) expect(await jupyter.kernels()).toEqual([]);
+    await jupyter?.stop();
+  }, 60_000);
+
+  test("bad arguments are -32602 or a coded error, and open nothing", async () => {
+    const both = h.call("python_session_open", { name: "x", kernel_server: "lab", python: "python3" });
+    await expect(both).rejects.toThrow("python cannot be combined with kernel_server");
+    const orphanKernel = h.call("python_session_open", { name: "x", project: ".", kernel: "python3" });
+    await expect(orphanKernel).rejects.toThrow("kernel and kernel_id need kernel_server");
+    const unknown = await h.call("python_session_open", { name: "x", kernel_server: "nope" });
+    expect(unknown.structuredContent).toMatchObject({ error_code: "KERNEL_SERVER_UNKNOWN" });
+    expect(unknown.structuredContent.error).toContain("configured: lab, wrong, down");
+    const missing = await h.call("python_session_open", {
+      name: "x",
+      kernel_server: "lab",
+      kernel_id: "no-such",
+    });
+    expect(missing.structuredContent).toMatchObject({ error_code: "KERNEL_NOT_FOUND" });
+    const spec = await h.call("python_session_open", {
+      name: "x",
+      kernel_server: "lab",
+      kernel: "nosuchspec",
+    });
+    expect(spec.structuredContent).toMatchObject({ error_code: "KERNEL_SERVER_FAILED" });
+    expect(spec.structuredContent.error).toContain('no kernelspec "nosuchspec"');
+    const notPython = await h.call("python_session_open", {
+      name: "x",
+      kernel_server: "lab",
+      kernel: "notpython",
+    });
+    expect(notPython.structuredContent).toMatchObject({ error_code: "PYTHON_UNSUPPORTED" });
+    const badProject = await h.call("python_session_open", {
+      name: "x",
+      kernel_server: "lab",
+      project: "/no/such/dir",
+    });
+    expect(badProject.structuredContent).toMatchObject({ error_code: "PROJECT_INVALID" });
+    expect((await h.call("python_session_list")).structuredContent.sessions).toHaveLength(1);
+    // The kernel started for the bad project was shut down again.
+    expect(await jupyter.kernels()).toEqual([]);
+  }, 90_000);
+
+  test("a wrong token and a server that is down: which server, what failed, what to do", async () => {
+    const wrong = (await h.call("python_session_open", { name: "x", kernel_server: "wrong" }))
+      .structuredContent;
+    expect(wrong).toMatchObject({ error_code: "KERNEL_SERVER_FAILED" });
+    expect(wrong.error).toContain('Kernel server "wrong"');
+    expect(wrong.error).toContain("refused the token");
+    expect(wrong.error).not.toContain("not-the-token");
+    const down = (await h.call("python_session_open", { name: "x", kernel_server: "down" }))
+      .structuredContent;
+    expect(down).toMatchObject({ error_code: "KERNEL_SERVER_FAILED" });
+    expect(down.error).toContain("could not be reached");
+    // Local sessions and health are unaffected.
+    expect((await h.run("1 + 1")).value).toBe(2);
+    expect((await h.health()).kernel_servers.map((server: { name: string }) => server.name)).toEqual([
+      "lab",
+      "wrong",
+      "down",
+    ]);
+  }, 60_000);
+
+  test("closing the session shuts its kernel down", async () => {
+    const opened = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
+      .structuredContent;
+    expect(await jupyter.kernels()).toEqual([opened.environment.kernel.kernel_id]);
+    await h.call("python_session_close", { session_id: opened.session_id });
+    expect(await jupyter.kernels()).toEqual([]);
+  }, 60_000);
+
+  test("the server exiting (stdin closed, SIGTERM, SIGINT) shuts its kernels down", async () => {
+    const other = await startServer(jupyter);
+    await other.call("python_session_open", { name: "a", kernel_server: "lab" });
+    await other.call("python_session_open", { name: "b", kernel_server: "lab" });
+    expect(await jupyter.kernels()).toHaveLength(2);
+    await other.close();
+    expect(await jupyter.kernels()).toEqual([]);
+    for (const signal of ["SIGTERM", "SIGINT"] as const) {
+      const signalled = await startServer(jupyter);
+      await signalled.call("python_session_open", { name: "a", kernel_server: "lab" });
+      expect(await jupyter.kernels()).toHaveLength(1);
+      process.kill(signalled.serverPid, signal);
+      await waitFor(() => !pidAlive(signalled.serverPid), {
+        timeoutMs: 20_000,
+        what: `the server to exit on ${signal}`,
+      });
+      expect(await jupyter.kernels()).toEqual([]);
+      await signalled.close();
+    }
+  }, 90_000);
+
+  test("after kill -9, the next server to start shuts the kernels left behind down", async () => {
+    // One home for both servers (the harness removes its own directories when it closes).
+    const home = tempDir("repl-mcp-kernel-home-");
+    const crashed = await startServer(jupyter, home);
+    const opened = (await crashed.call("python_session_open", { name: "a", kernel_server: "lab" }))
+      .structuredContent;
+    const left = opened.environment.kernel.kernel_id;
+    process.kill(crashed.serverPid, "SIGKILL");
+    await crashed.close();
+    expect(await jupyter.kernels()).toEqual([left]);
+    const next = await startServer(jupyter, home);
+    try {
+      await waitFor(async () => (await jupyter.kernels()).length === 0, {
+        timeoutMs: 20_000,
+        what: "the kernel left behind to be shut down",
+      });
+    } finally {
+      await next.close();
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 90_000);
+});
+
+describe.skipIf(noJupyter !== undefined)("the Jupyter server dies during a run", () => {
+  test("the run's outcome is unknown; once the server is back, the next run has a new kernel", async () => {
+    let jupyter = await JupyterServer.start();
+    const h = await startServer(jupyter);
+    try {
+      const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
+        .structuredContent.session_id;
+      const run = async (code: string) =>
+        (await h.call("execute_python", { session_id: session, code })).structuredContent;
+      expect(await run("x = 1\nx")).toMatchObject({ value: 1, generation: 1 });
+      const pending = run("import time\ntime.sleep(60)");
+      await Bun.sleep(500);
+      await jupyter.crash();
+      const lost = await pending;
+      expect(lost).toMatchObject({ success: false, error_code: "KERNEL_CONNECTION_LOST", state: "cleared" });
+      expect(lost.error).toContain("unknown");
+      jupyter = await JupyterServer.start(jupyter);
+      const next = await run("'x' in globals()");
+      expect(next).toMatchObject({ success: true, value: false, state_reset: true });
+      expect(next.generation).toBeGreaterThan(1);
+    } finally {
+      await h.close();
+      expect(await jupyter.kernels()).toEqual([]);
+      await jupyter.stop();
+    }
+  }, 120_000);
+});
