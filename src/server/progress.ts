@@ -9,6 +9,8 @@ export type SendProgress = (progress: number, message: string) => void;
 export interface CallProgress {
   /** Hand to the run request: starts reporting once the run holds the slot. */
   onRun?: (run: ActiveRun) => void;
+  /** Reports a wait that is not a run (a kernel starting): at once, then on every heartbeat, until stopped. */
+  onWait?: (describe: () => string) => () => void;
   /** Ends reporting; called before the call's response is sent, so nothing follows it. */
   stop(): void;
 }
@@ -17,11 +19,26 @@ export interface CallProgress {
 export function progressForCall(token: unknown, send: SendProgress): CallProgress {
   if (token === undefined || token === null) return { stop: () => {} };
   const stops: Array<() => void> = [];
+  // Waits and runs of one call share the count, so `progress` only ever grows.
+  let count = 0;
   return {
     onRun: (run) => {
       const stop = reportProgress(run, send);
       stops.push(stop);
       void run.done.finally(stop);
+    },
+    onWait: (describe) => {
+      const started = performance.now();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const emit = () => {
+        count++;
+        send(count, `${describe()} (${Math.round((performance.now() - started) / 1000)} s)`);
+        timer = setTimeout(emit, PROGRESS_HEARTBEAT_MS);
+      };
+      emit();
+      const stop = () => clearTimeout(timer);
+      stops.push(stop);
+      return stop;
     },
     stop: () => {
       for (const stop of stops) stop();

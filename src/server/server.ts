@@ -233,14 +233,20 @@ async function answer(
         requestState,
         extra.mcpReq.inputResponses,
         extra.mcpReq.signal,
-        (signal, elicitation) => bound.handle(ctx, { signal, onRun: progress.onRun, elicitation }),
+        (signal, elicitation) =>
+          bound.handle(ctx, { signal, onRun: progress.onRun, onWait: progress.onWait, elicitation }),
       );
       return "inputRequired" in served ? served.inputRequired : present(served.done);
     }
     const elicitation =
       era === "legacy" ? legacyElicitation(server, extra, ctx.approvalTimeoutMs) : undefined;
     return present(
-      await bound.handle(ctx, { signal: extra.mcpReq.signal, onRun: progress.onRun, elicitation }),
+      await bound.handle(ctx, {
+        signal: extra.mcpReq.signal,
+        onRun: progress.onRun,
+        onWait: progress.onWait,
+        elicitation,
+      }),
     );
   } catch (error) {
     return failure(name, error, present);

@@ -287,4 +287,75 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
       person.dispose();
     }
   }, 90_000);
+
+  test("cancelling a cell cancels its mcp call, and the journal records it", async () => {
+    const started = (
+      await h.call("python_start", { session_id: session, code: "mcp.typed.slow(seconds=30)" })
+    ).structuredContent;
+    await waitFor(() => calls.tools().includes("slow"), {
+      timeoutMs: 20_000,
+      what: "the slow call to reach the peer",
+    });
+    await h.call("python_cancel", { session_id: session, run_id: started.run_id });
+    let ended: Record<string, any> = {};
+    await waitFor(
+      async () => {
+        ended = (await h.call("python_run", { session_id: session, run_id: started.run_id }))
+          .structuredContent;
+        return ended.status === undefined;
+      },
+      { timeoutMs: 20_000, what: "the cancelled run to end" },
+    );
+    expect(ended).toMatchObject({ success: false, error_code: "CANCELLED" });
+    const journal = (await run("[(r['tool'], r['status']) for r in mcp.journal()]")).value as string[][];
+    // Sent and then cancelled: the journal never claims it did not happen.
+    expect(journal).toContainEqual(["slow", "outcome_unknown"]);
+  }, 60_000);
+
+  test("history, notebook export and checkpoints work on the kernel's host", async () => {
+    await run("kept = {'a': [1, 2]}");
+    const history = await run("repl_history()[-1]['lines'] > 0");
+    expect(history).toMatchObject({ success: true, value: true });
+    const notebook = join(jupyter.root, "session.ipynb");
+    const exported = await run(`export_notebook(${JSON.stringify(notebook)})['format']`);
+    expect(exported).toMatchObject({ success: true, value: "ipynb" });
+    expect(JSON.parse(readFileSync(notebook, "utf8")).nbformat).toBe(4);
+    const saved = join(jupyter.root, "checkpoint.json");
+    expect((await run(`checkpoint(${JSON.stringify(saved)})['saved']`)).value).toBeGreaterThan(0);
+    await run("del kept");
+    expect((await run(`restore(${JSON.stringify(saved)})\nkept`)).value).toEqual({ a: [1, 2] });
+  }, 60_000);
+
+  test("large values become artifacts; a file on the kernel's host reaches the agent's through the store", async () => {
+    const big = await run("blob = bytes(range(256)) * 40_000\nblob");
+    expect(big.success).toBe(true);
+    expect(big.truncated.return).toBe(true);
+    expect(big.artifact?.size).toBe(256 * 40_000);
+    const head = await h.call("artifact_read", {
+      session_id: session,
+      id: big.artifact.id,
+      length: 4,
+      encoding: "hex",
+    });
+    expect(JSON.stringify(head.structuredContent)).toContain("00010203");
+    const remote = join(jupyter.root, "data.csv");
+    writeFileSync(remote, "a,b\n1,2\n");
+    const made = await run(`artifact(path=${JSON.stringify(remote)})['id']`);
+    expect(made.success).toBe(true);
+    const local = join(h.project, "copied.csv");
+    const saved = await h.call("artifact_save", { session_id: session, id: made.value, path: "copied.csv" });
+    expect(saved.isError).toBeFalsy();
+    expect(readFileSync(local, "utf8")).toBe("a,b\n1,2\n");
+  }, 60_000);
+
+  test("opening reports progress while the kernel starts", async () => {
+    const messages: string[] = [];
+    const opened = await h.client.callTool(
+      { name: "python_session_open", arguments: { name: "progress", kernel_server: "lab" } },
+      { onprogress: (progress) => messages.push(String(progress.message)), timeout: 60_000 },
+    );
+    const id = (opened.structuredContent as { session_id: string }).session_id;
+    expect(messages[0]).toContain('starting a kernel on "lab"');
+    await h.call("python_session_close", { session_id: id });
+  }, 60_000);
 });

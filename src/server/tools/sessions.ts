@@ -96,8 +96,15 @@ export const pythonSessionOpen = defineTool({
     }
     const choice =
       server === undefined ? undefined : { server, kernel: args.kernel, kernelId: args.kernel_id };
-    const session = await ctx.sessions.open(args.name, args.project, args.python, choice, call.signal);
-    return sessionMetadata(session, ctx.maxMemoryMib);
+    // A kernel on a cluster can take a minute to start: the client hears that it is being waited for.
+    const what = args.kernel_id === undefined ? "starting a kernel" : "attaching to the kernel";
+    const stopWaiting = choice ? call.onWait?.(() => `${what} on "${server}"`) : undefined;
+    try {
+      const session = await ctx.sessions.open(args.name, args.project, args.python, choice, call.signal);
+      return sessionMetadata(session, ctx.maxMemoryMib);
+    } finally {
+      stopWaiting?.();
+    }
   },
 });
 

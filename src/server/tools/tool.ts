@@ -40,6 +40,8 @@ export interface ToolCall {
   signal: AbortSignal;
   /** Told about the run a call starts, once it holds the session's slot (progress reporting). */
   onRun?: (run: ActiveRun) => void;
+  /** Reports a long wait that is not a run (progress); returns the way to stop reporting it. */
+  onWait?: (describe: () => string) => () => void;
   /** Present when this call's client can answer forms: the person can be asked during the call. */
   elicitation?: Channel;
 }
