@@ -8,14 +8,18 @@ import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Harness, pidAlive, tempDir, waitFor } from "../support/harness.ts";
 import { JupyterServer, jupyterMissing } from "../support/jupyter.ts";
+import { TcpProxy } from "../support/tcp-proxy.ts";
 
 const noJupyter = jupyterMissing();
 if (noJupyter) console.warn(`skipping the kernel fault tests: ${noJupyter}`);
 
 const TOKEN_VAR = "KERNEL_FAULT_TOKEN";
 
-/** A server whose kernels file names `jupyter` as "lab" (and "wrong" with a bad token), in `home` if given. */
-async function startServer(jupyter: JupyterServer, home?: string): Promise<Harness> {
+/**
+ * A server whose kernels file names `jupyter` as "lab" (at `url`, else the server's own), "wrong" with a
+ * bad token and "down"; in `home` if given.
+ */
+async function startServer(jupyter: JupyterServer, home?: string, url = jupyter.url): Promise<Harness> {
   let file = "";
   return await Harness.start({
     beforeStart: (project) => {
@@ -24,7 +28,7 @@ async function startServer(jupyter: JupyterServer, home?: string): Promise<Harne
         file,
         JSON.stringify({
           kernelServers: {
-            lab: { url: jupyter.url, token: `\${${TOKEN_VAR}}` },
+            lab: { url, token: `\${${TOKEN_VAR}}` },
             wrong: { url: jupyter.url, token: "not-the-token" },
             down: { url: "http://127.0.0.1:9/", token: "x" },
           },
@@ -197,4 +201,33 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter server dies during a run",
       await jupyter.stop();
     }
   }, 120_000);
+});
+
+describe.skipIf(noJupyter !== undefined)("the connection blips during a run", () => {
+  test("the session reconnects, the run's end arrives, nothing runs twice", async () => {
+    const jupyter = await JupyterServer.start();
+    const proxy = TcpProxy.start(Number(new URL(jupyter.url).port));
+    const h = await startServer(jupyter, undefined, proxy.url);
+    try {
+      const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
+        .structuredContent.session_id;
+      const run = async (code: string) =>
+        (await h.call("execute_python", { session_id: session, code })).structuredContent;
+      await run("runs = 0");
+      const pending = run("import time\nruns += 1\ntime.sleep(2)\nprint('after the blip')\nruns");
+      await Bun.sleep(500);
+      const before = proxy.accepted;
+      proxy.cut();
+      const done = await pending;
+      // The kernel's WebSocket came back through the proxy.
+      expect(proxy.accepted).toBeGreaterThan(before);
+      expect(done).toMatchObject({ success: true, value: 1, stdout: "after the blip\n", state: "preserved" });
+      expect(await run("runs")).toMatchObject({ success: true, value: 1, generation: 1 });
+    } finally {
+      await h.close();
+      proxy.stop();
+      expect(await jupyter.kernels()).toEqual([]);
+      await jupyter.stop();
+    }
+  }, 60_000);
 });

@@ -1,0 +1,84 @@
+// A TCP forwarder on loopback that a test can cut: every connection through it is dropped at once (as a
+// proxy restart or a network blip would), and new ones are accepted again afterwards.
+import type { Socket, TCPSocketListener } from "bun";
+
+interface Pair {
+  peer: Socket<Pair> | undefined;
+  pending: Uint8Array[];
+}
+
+export class TcpProxy {
+  /** Connections accepted so far. */
+  accepted = 0;
+
+  private constructor(
+    private readonly listener: TCPSocketListener<Pair>,
+    private readonly open: Set<Socket<Pair>>,
+  ) {}
+
+  get url(): string {
+    return `http://127.0.0.1:${this.listener.port}/`;
+  }
+
+  static start(targetPort: number): TcpProxy {
+    const open = new Set<Socket<Pair>>();
+    let proxy: TcpProxy | undefined;
+    const listener = Bun.listen<Pair>({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        open(client) {
+          client.data = { peer: undefined, pending: [] };
+          open.add(client);
+          if (proxy) proxy.accepted++;
+          void Bun.connect<Pair>({
+            hostname: "127.0.0.1",
+            port: targetPort,
+            socket: {
+              open(upstream) {
+                upstream.data = { peer: client, pending: [] };
+                open.add(upstream);
+                client.data.peer = upstream;
+                for (const chunk of client.data.pending.splice(0)) upstream.write(chunk);
+              },
+              data(upstream, chunk) {
+                upstream.data.peer?.write(chunk);
+              },
+              close(upstream) {
+                open.delete(upstream);
+                upstream.data.peer?.end();
+              },
+              error(upstream) {
+                upstream.data.peer?.end();
+              },
+            },
+          }).catch(() => client.end());
+        },
+        data(client, chunk) {
+          if (client.data.peer) client.data.peer.write(chunk);
+          else client.data.pending.push(new Uint8Array(chunk));
+        },
+        close(client) {
+          open.delete(client);
+          client.data.peer?.end();
+        },
+        error(client) {
+          client.data.peer?.end();
+        },
+      },
+    });
+    proxy = new TcpProxy(listener, open);
+    return proxy;
+  }
+
+  /** Drops every connection now. */
+  cut(): void {
+    for (const socket of this.open) socket.terminate();
+    this.open.clear();
+  }
+
+  stop(): void {
+    this.cut();
+    this.listener.stop(true);
+  }
+}
