@@ -20,6 +20,8 @@ export interface SessionView {
   generation: number;
   state: Session["runtimeStatus"];
   active_run: string | null;
+  /** Where a kernel session runs: `kernel <id> on "<server>"`; null for a local worker. */
+  kernel: string | null;
 }
 
 export function sessionView(session: Session): SessionView {
@@ -33,6 +35,7 @@ export function sessionView(session: Session): SessionView {
     generation: session.supervisor.generation,
     state: session.runtimeStatus,
     active_run: session.supervisor.active?.id ?? null,
+    kernel: session.kernel ? `${session.kernel.label} (${session.kernel.kernelName})` : null,
   };
 }
 

@@ -12,6 +12,7 @@ interface SessionView {
   generation: number;
   state: string;
   active_run: string | null;
+  kernel: string | null;
 }
 
 interface ArtifactLink {
@@ -115,8 +116,9 @@ function showSession(view: SessionView): void {
   const python = view.python_version
     ? `Python ${view.python_version} (${view.interpreter})`
     : view.interpreter;
+  const where = view.kernel ? `${view.kernel} · ` : "";
   (section.querySelector(".meta") as HTMLElement).textContent =
-    `${view.project} · ${python} · generation ${view.generation} · ${view.state}`;
+    `${where}${view.project} · ${python} · generation ${view.generation} · ${view.state}`;
 }
 
 function labelled(card: HTMLElement, label: string, node: HTMLElement): void {
