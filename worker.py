@@ -108,6 +108,7 @@ class _InterruptGate:
         self._cancelled = None  # the last run the server cancelled
         self._kick = None  # the run a cancel frame sent SIGINT for, until the handler sees it
         self.wake_fd = None  # written when an interrupt is deferred, so a held wait can end at once
+        self.preparing = None  # in a kernel: the run being set up, which an early interrupt is kept for
 
     def bind_main_thread(self):
         self._main_thread = threading.get_ident()
@@ -115,6 +116,9 @@ class _InterruptGate:
     def handler(self, signum, frame):
         # Runs on the main thread between bytecodes, maybe inside arm()/disarm(): it must not lock.
         kick, self._kick = self._kick, None
+        if self.armed is None and self.preparing is not None:
+            self._cancelled = self.preparing  # arm() raises for it
+            return
         if self.armed is None or (kick is not None and kick != self.armed):
             return
         if self._holds:
@@ -408,8 +412,11 @@ class _Fd2Probe:
         except OSError:
             self.fd = 2
         self._request = None
+        self.unseen = False  # a kernel's fd 2 is not the server's to read: never a barrier there
 
     def drained(self):
+        if self.unseen:
+            return True
         if self._request is None:
             self._request = self._load()
         if not self._request:
@@ -2723,6 +2730,7 @@ class _Bridge:
     def __init__(self):
         self.writer = None
         self.commands = None  # the _CommandChannel: a blocking call on the main thread reads its own answer
+        self.on_pending = None
         self._lock = threading.Lock()
         self._pending = {}
 
@@ -2738,7 +2746,13 @@ class _Bridge:
                 raise RuntimeError("Too many pending MCP calls (limit %d)" % BRIDGE_MAX_PENDING)
             pending = _Pending(os.urandom(16).hex(), run_id, loop, future, event)
             self._pending[pending.id] = pending
+        if self.on_pending is not None:
+            self.on_pending()  # a kernel host opens its channel for the answer
         return pending
+
+    def pending_count(self):
+        with self._lock:
+            return len(self._pending)
 
     def _post(self, pending, op, params):
         frame = {"type": "rpc", "id": pending.id, "run_id": pending.run_id, "op": op, "params": params}
@@ -5227,22 +5241,6 @@ def _kernel_dispatch(frame):
         GATE.cancel(frame.get("id"))
 
 
-def _kernel_poll(kernel, ident, parent):
-    """Keeps one input request open while the cell runs; each answer is a JSON list of frames."""
-    while True:
-        try:
-            text = kernel._input_request(KERNEL_POLL_PROMPT, ident, parent, password=False)
-            frames = json.loads(text) if text else []
-        except BaseException:  # the kernel is going away, or the answer was not ours: stop reading
-            return
-        for frame in frames if type(frames) is list else ():
-            if type(frame) is not dict:
-                continue
-            if frame.get("type") == "end":
-                return
-            _kernel_dispatch(frame)
-
-
 class _KernelHost:
     _instance = None
 
@@ -5262,6 +5260,7 @@ class _KernelHost:
         running = asyncio._get_running_loop()
         global _HOST_NAMES
         _HOST_NAMES = frozenset(shell.user_ns_hidden)
+        _FD2.unseen = True
         _HEADLESS_BACKENDS.add("module://matplotlib_inline.backend_inline")
         try:
             from IPython.display import display as notebook_display
@@ -5283,26 +5282,70 @@ class _KernelHost:
     def run(self, command):
         import asyncio
 
+        # An interrupt from here on is this run's: before the cell is armed, it is kept for it.
+        saved_sigint = signal.getsignal(signal.SIGINT)
+        GATE.preparing = command.run_id
+        signal.signal(signal.SIGINT, SIGINT_HANDLER)
         kernel = self.kernel
-        parent = kernel.get_parent("shell")
-        self.writer.parent = parent
-        ident = kernel._parent_ident["shell"]
-        saved = (sys.stdout, sys.stderr, sys.stdin, builtins.input, signal.getsignal(signal.SIGINT))
+        self._parent = kernel.get_parent("shell")
+        self._ident = kernel._parent_ident["shell"]
+        self.writer.parent = self._parent
+        saved = (sys.stdout, sys.stderr, sys.stdin, builtins.input)
         running = asyncio._get_running_loop()
         GATE.bind_main_thread()
         builtins.input = _input
         asyncio._set_running_loop(None)  # the cell's own loop runs inside the kernel's
-        poll = _start_worker_thread(lambda: _kernel_poll(kernel, ident, parent), "repl-kernel-poll")
+        _BRIDGE.on_pending = self._ensure_poll
         try:
             return self.session.run(command)
         finally:
-            # The server ends the poll once it has the result; the next cell's poll must not race this one.
-            poll.join(KERNEL_POLL_END_SECONDS)
+            _BRIDGE.on_pending = None
+            with self._poll_lock:
+                poll = self._poll
+            # The server ends an open request once it has the result; the next run's must not race it.
+            if poll is not None:
+                poll.join(KERNEL_POLL_END_SECONDS)
             asyncio._set_running_loop(running)
             if running is not None:
                 asyncio.set_event_loop(running)
-            sys.stdout, sys.stderr, sys.stdin, builtins.input = saved[:4]
-            signal.signal(signal.SIGINT, saved[4])
+            sys.stdout, sys.stderr, sys.stdin, builtins.input = saved
+            GATE.preparing = None
+            signal.signal(signal.SIGINT, saved_sigint)
+
+    # The stdin channel is used only while the engine waits for the server: an input request is opened
+    # when a bridge request is registered and kept open (a new one after each answer) until none is
+    # pending. A cell that asks the server nothing costs no round trip beyond its own request.
+    _poll = None
+    _poll_lock = threading.Lock()
+
+    def _ensure_poll(self):
+        with self._poll_lock:
+            if self._poll is None:
+                self._poll = _start_worker_thread(self._poll_loop, "repl-kernel-poll")
+
+    def _poll_loop(self):
+        kernel, ident, parent = self.kernel, self._ident, self._parent
+        try:
+            while True:
+                try:
+                    text = kernel._input_request(KERNEL_POLL_PROMPT, ident, parent, password=False)
+                    frames = json.loads(text) if text else []
+                except BaseException:  # the kernel is going away, or the answer was not ours: stop
+                    return
+                for frame in frames if type(frames) is list else ():
+                    if type(frame) is not dict:
+                        continue
+                    if frame.get("type") == "end":
+                        return
+                    _kernel_dispatch(frame)
+                with self._poll_lock:
+                    if not _BRIDGE.pending_count():
+                        self._poll = None
+                        return
+        finally:
+            with self._poll_lock:
+                if self._poll is threading.current_thread():
+                    self._poll = None
 
 
 def kernel_run(frame):

@@ -7,10 +7,16 @@
 // the product's start. Skips, saying why, without Jupyter.
 //
 //   bun run bench/kernels.ts
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import type { KernelServer } from "../src/kernels/config.ts";
 import { JupyterLink, type KernelLink } from "../src/kernels/jupyter.ts";
 import { JupyterServer, jupyterMissing } from "../tests/support/jupyter.ts";
+import { start } from "./lib/mcp.ts";
 import { formatMs, formatRatio, median } from "./lib/stats.ts";
+
+const BINARY = resolve(import.meta.dir, "../dist/repl-mcp");
 
 const PLAN = { warmup: 30, blocks: 20, perBlock: 10, starts: 5 };
 
@@ -157,6 +163,90 @@ async function starts(jupyter: JupyterServer, server: KernelServer) {
   return { bare, product };
 }
 
+/** The product over stdio: one server with --kernels, one without (the local figures must not move). */
+async function sessions(jupyter: JupyterServer) {
+  const dir = mkdtempSync(join(tmpdir(), "repl-mcp-bench-kernels-"));
+  const file = join(dir, "kernels.json");
+  writeFileSync(
+    file,
+    JSON.stringify({ kernelServers: { lab: { url: jupyter.url, token: "${BENCH_TOKEN}" } } }),
+  );
+  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, BENCH_TOKEN: jupyter.token };
+  const spec = (label: string, args: string[]) => ({ label, command: BINARY, args, env, cwd: dir });
+  const { served: withKernels } = await start(spec("with --kernels", ["--kernels", file]));
+  const { served: plain } = await start(spec("without", []));
+  try {
+    const opens: number[] = [];
+    const bareStarts: number[] = [];
+    for (let i = 0; i < PLAN.starts; i++) {
+      let id = "";
+      opens.push(
+        await time(async () => {
+          const opened = await withKernels.call("python_session_open", { name: "b", kernel_server: "lab" });
+          id = (opened.structuredContent as { session_id: string }).session_id;
+        }),
+      );
+      await withKernels.call("python_session_close", { session_id: id });
+      let kernel = "";
+      bareStarts.push(
+        await time(async () => {
+          kernel = ((await restKernel(jupyter, "POST", "", { name: "python3" })) as { id: string }).id;
+          const client = await MinimalClient.open(jupyter.url, jupyter.token, kernel);
+          await client.request("kernel_info_request", {});
+          client.close();
+        }),
+      );
+      await restKernel(jupyter, "DELETE", `/${kernel}`);
+    }
+    const opened = await withKernels.call("python_session_open", { name: "warm", kernel_server: "lab" });
+    const session = (opened.structuredContent as { session_id: string }).session_id;
+    const bare = (await restKernel(jupyter, "POST", "", { name: "python3" })) as { id: string };
+    const minimal = await MinimalClient.open(jupyter.url, jupyter.token, bare.id);
+    await minimal.request("kernel_info_request", {});
+    const contenders = [
+      { label: "minimal client, prompt ACK (reference)", run: () => minimal.execute("1+1") },
+      {
+        label: "repl-mcp kernel session (execute_python)",
+        run: () => withKernels.call("execute_python", { session_id: session, code: "1+1" }),
+      },
+      {
+        label: "repl-mcp local session, --kernels given",
+        run: () => withKernels.call("execute_python", { code: "1+1" }),
+      },
+      {
+        label: "repl-mcp local session, no --kernels",
+        run: () => plain.call("execute_python", { code: "1+1" }),
+      },
+    ];
+    const samples = new Map<string, number[]>(contenders.map((contender) => [contender.label, []]));
+    for (const contender of contenders) for (let i = 0; i < PLAN.warmup; i++) await contender.run();
+    for (let block = 0; block < PLAN.blocks; block++) {
+      for (let i = 0; i < contenders.length; i++) {
+        const contender = contenders[(block + i) % contenders.length] as (typeof contenders)[number];
+        for (let j = 0; j < PLAN.perBlock; j++) samples.get(contender.label)?.push(await time(contender.run));
+      }
+    }
+    minimal.close();
+    await restKernel(jupyter, "DELETE", `/${bare.id}`);
+    return { opens, bareStarts, samples };
+  } finally {
+    await withKernels.stop();
+    await plain.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function table(
+  samples: Map<string, number[]>,
+  referenceLabel: string,
+  reference = median(samples.get(referenceLabel) ?? []),
+) {
+  console.log("| client | median | × reference |\n|---|---|---|");
+  for (const [label, values] of samples) {
+    console.log(`| ${label} | ${formatMs(median(values))} | ${formatRatio(median(values) / reference)} |`);
+  }
+}
+
 const missing = jupyterMissing();
 if (missing) {
   console.log(`\n## Jupyter kernels\n\nskipped: ${missing}`);
@@ -191,6 +281,21 @@ try {
   console.log(`| bare REST + socket | ${formatMs(bareStart)} | 1.00× |`);
   console.log(
     `| src/kernels/jupyter.ts | ${formatMs(median(started.product))} | ${formatRatio(median(started.product) / bareStart)} |`,
+  );
+  const product = await sessions(jupyter);
+  console.log("\n### Through the product (dist/repl-mcp over stdio)\n");
+  console.log(`warm \`1+1\` as a tool call, median of ${PLAN.blocks * PLAN.perBlock} each, interleaved:\n`);
+  table(product.samples, "minimal client, prompt ACK (reference)");
+  const local = median(product.samples.get("repl-mcp local session, no --kernels") ?? []);
+  const localWith = median(product.samples.get("repl-mcp local session, --kernels given") ?? []);
+  console.log(`\nlocal session with --kernels given ÷ without: ${formatRatio(localWith / local)}`);
+  const openMs = median(product.opens);
+  const bareMs = median(product.bareStarts);
+  console.log(`\nopening a kernel session, median of ${PLAN.starts}:\n`);
+  console.log("| | median | × bare |\n|---|---|---|");
+  console.log(`| bare kernel start (REST POST + socket + kernel_info) | ${formatMs(bareMs)} | 1.00× |`);
+  console.log(
+    `| python_session_open(kernel_server) | ${formatMs(openMs)} | ${formatRatio(openMs / bareMs)} |`,
   );
 } finally {
   await jupyter.stop();

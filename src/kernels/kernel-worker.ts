@@ -8,7 +8,7 @@
 import { FRAME_MAX_BYTES, KERNEL_RECONNECT_WAIT_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import type { CloseReason, WorkerChannel } from "../worker/channel.ts";
-import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "../worker/frames.ts";
+import { parseWorkerFrame, type ReadyFrame, type WorkerFrame, type WorkerResult } from "../worker/frames.ts";
 import { NativeStderr } from "../worker/native-stderr.ts";
 import type { Failure } from "../worker/result.ts";
 import type { KernelLink } from "./jupyter.ts";
@@ -47,6 +47,8 @@ interface RunExchange {
   done: boolean;
   /** Its result frame came. */
   resulted: boolean;
+  /** An interrupt was asked for while it ran. */
+  interrupted: boolean;
 }
 
 export class KernelWorker implements WorkerChannel {
@@ -125,6 +127,7 @@ export class KernelWorker implements WorkerChannel {
   killJobs(): void {}
 
   interrupt(): void {
+    if (this.run) this.run.interrupted = true;
     this.link.interrupt().catch((error) => log.debug("kernel interrupt failed:", error));
   }
 
@@ -144,7 +147,14 @@ export class KernelWorker implements WorkerChannel {
 
   /** Sends one run to the engine; its frames arrive through onFrame, the result last. */
   private async execute(frame: { id: string }): Promise<void> {
-    const run: RunExchange = { id: frame.id, queue: [], wake: undefined, done: false, resulted: false };
+    const run: RunExchange = {
+      id: frame.id,
+      queue: [],
+      wake: undefined,
+      done: false,
+      resulted: false,
+      interrupted: false,
+    };
     this.run = run;
     if (this.link.connectionStatus !== "connected") this.onConnection(this.link.connectionStatus);
     const code = `__import__("repl_mcp_engine").kernel_run(${JSON.stringify(JSON.stringify(frame))})`;
@@ -163,6 +173,12 @@ export class KernelWorker implements WorkerChannel {
         this.run = undefined;
         // The request ended and no result came: kernel_run itself failed (an engine that did not
         // load, a frame it refused). The engine is not usable.
+        // An interrupt that reached the kernel before the engine took the request over stops the
+        // request there: nothing of the cell ran, and the namespace is as it was.
+        if (!run.resulted && run.interrupted && reply.status !== "ok") {
+          this.onFrame({ type: "result", id: run.id, result: interruptedBeforeStart(run.id) });
+          return;
+        }
         if (!run.resulted) {
           this.end("broken", "killed", {
             code: "WORKER_CRASHED",
@@ -261,4 +277,18 @@ export class KernelWorker implements WorkerChannel {
     this.listeners.clear();
     this.resolveClosed(reason);
   }
+}
+
+function interruptedBeforeStart(runId: string): WorkerResult {
+  return {
+    success: false,
+    stdout: "",
+    stderr: "",
+    return_value: null,
+    error: `Execution interrupted (${runId}) before it started; namespace preserved`,
+    truncated: { stdout: false, stderr: false, return: false },
+    state: "preserved",
+    interrupted: true,
+    stderr_barrier: false,
+  };
 }

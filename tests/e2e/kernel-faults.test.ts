@@ -61,8 +61,11 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
   }, 90_000);
   afterAll(async () => {
     await h?.close();
-    if (jupyter) expect(await jupyter.kernels()).toEqual([]);
-    await jupyter?.stop();
+    try {
+      if (jupyter) expect(await jupyter.kernels()).toEqual([]);
+    } finally {
+      await jupyter?.stop();
+    }
   }, 60_000);
 
   test("bad arguments are -32602 or a coded error, and open nothing", async () => {
@@ -197,8 +200,11 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter server dies during a run",
       expect(next.generation).toBeGreaterThan(1);
     } finally {
       await h.close();
-      expect(await jupyter.kernels()).toEqual([]);
-      await jupyter.stop();
+      try {
+        expect(await jupyter.kernels()).toEqual([]);
+      } finally {
+        await jupyter.stop();
+      }
     }
   }, 120_000);
 });
@@ -226,8 +232,11 @@ describe.skipIf(noJupyter !== undefined)("the connection blips during a run", ()
     } finally {
       await h.close();
       proxy.stop();
-      expect(await jupyter.kernels()).toEqual([]);
-      await jupyter.stop();
+      try {
+        expect(await jupyter.kernels()).toEqual([]);
+      } finally {
+        await jupyter.stop();
+      }
     }
   }, 60_000);
 });

@@ -84,8 +84,11 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
   afterAll(async () => {
     await h?.close();
     calls.remove();
-    if (jupyter) expect(await jupyter.kernels()).toEqual([]);
-    await jupyter?.stop();
+    try {
+      if (jupyter) expect(await jupyter.kernels()).toEqual([]);
+    } finally {
+      await jupyter?.stop();
+    }
   }, 60_000);
 
   test("the session says where it runs, without the token", async () => {

@@ -42,8 +42,11 @@ describe.skipIf(missing !== undefined)("the viewer and a kernel session", () => 
     await page?.close().catch(() => undefined);
     await h?.close();
     await browser?.close();
-    if (jupyter) expect(await jupyter.kernels()).toEqual([]);
-    await jupyter?.stop();
+    try {
+      if (jupyter) expect(await jupyter.kernels()).toEqual([]);
+    } finally {
+      await jupyter?.stop();
+    }
   }, 60_000);
 
   test("where it runs, live output, and Cancel interrupts the kernel", async () => {

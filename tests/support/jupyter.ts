@@ -1,10 +1,11 @@
-// A real Jupyter Server (Debian's python3-jupyter-server with python3-ipykernel) on loopback, with token
-// auth, started by a test and stopped with everything it started. Tests that need it skip, saying why,
-// where it is not installed.
+// A real Jupyter Server (Debian's python3-jupyter-server with python3-ipykernel) on loopback (or on a
+// second host, tests/support/netns.ts), with token auth, started by a test and stopped with everything it
+// started. Tests that need it skip, saying why, where it is not installed.
 import { rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { tempDir, waitFor } from "./harness.ts";
+import type { SecondHost } from "./netns.ts";
 
 const SYSTEM_PYTHON = "/usr/bin/python3";
 
@@ -36,38 +37,52 @@ export class JupyterServer {
     readonly token: string,
     private readonly proc: Bun.Subprocess,
     private readonly dir: string,
+    /** The second host it runs on, if not this one. */
+    readonly host?: SecondHost,
   ) {}
 
   /**
    * Starts one with a fresh token and root directory (or those of a server that was stopped with
-   * `crash`, on its port: the same server coming back); resolves once its API answers.
+   * `crash`, on its port and host: the same server coming back); resolves once its API answers.
    */
   static async start(again?: JupyterServer): Promise<JupyterServer> {
+    return await JupyterServer.launch(again?.host, again);
+  }
+
+  /**
+   * Starts one inside `host`'s network namespace, listening on its address only: `url` is
+   * `http://<host.address>:<port>/`, reachable from here over the veth, not on this host's loopback.
+   */
+  static async startOn(host: SecondHost): Promise<JupyterServer> {
+    return await JupyterServer.launch(host);
+  }
+
+  private static async launch(host?: SecondHost, again?: JupyterServer): Promise<JupyterServer> {
+    // In a fresh namespace any port is free; one free here too keeps 127.0.0.1:<port> a closed door.
     const port = again ? Number(new URL(again.url).port) : await freePort();
+    const address = host?.address ?? "127.0.0.1";
     const token = again?.token ?? crypto.randomUUID().replaceAll("-", "");
     const dir = again?.dir ?? tempDir("repl-mcp-jupyter-");
-    const proc = Bun.spawn(
-      [
-        SYSTEM_PYTHON,
-        "-m",
-        "jupyter_server",
-        "--allow-root",
-        "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        `--ServerApp.port=${port}`,
-        "--ServerApp.port_retries=0",
-        `--ServerApp.token=${token}`,
-        `--ServerApp.root_dir=${dir}`,
-      ],
-      {
-        cwd: dir,
-        // Its own home and runtime directory: nothing of the machine's Jupyter configuration applies.
-        env: { PATH: "/usr/bin:/bin", HOME: dir, JUPYTER_RUNTIME_DIR: join(dir, "runtime") },
-        stdout: "ignore",
-        stderr: "ignore",
-      },
-    );
-    const server = new JupyterServer(`http://127.0.0.1:${port}/`, token, proc, dir);
+    const command = [
+      SYSTEM_PYTHON,
+      "-m",
+      "jupyter_server",
+      "--allow-root",
+      "--no-browser",
+      `--ServerApp.ip=${address}`,
+      `--ServerApp.port=${port}`,
+      "--ServerApp.port_retries=0",
+      `--ServerApp.token=${token}`,
+      `--ServerApp.root_dir=${dir}`,
+    ];
+    const proc = Bun.spawn(host ? host.wrap(command) : command, {
+      cwd: dir,
+      // Its own home and runtime directory: nothing of the machine's Jupyter configuration applies.
+      env: { PATH: "/usr/bin:/bin", HOME: dir, JUPYTER_RUNTIME_DIR: join(dir, "runtime") },
+      stdout: "ignore",
+      stderr: "ignore",
+    });
+    const server = new JupyterServer(`http://${address}:${port}/`, token, proc, dir, host);
     try {
       await waitFor(
         async () =>
