@@ -50,8 +50,15 @@ export interface KernelServer {
   insecure: boolean;
 }
 
-/** What python_health and doctor show of a server: no token, no credentials. */
-export function kernelServerView(server: KernelServer) {
+/** What python_health, python_session_list and doctor show of a server: no token, no credentials. */
+export const KernelServerView = v.object({
+  name: v.string(),
+  url: v.string(),
+  kernel: v.nullable(v.string()),
+  warning: v.optional(v.string()),
+});
+
+export function kernelServerView(server: KernelServer): v.InferOutput<typeof KernelServerView> {
   return {
     name: server.name,
     url: server.url,

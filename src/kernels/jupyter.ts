@@ -286,7 +286,7 @@ export function serverFailure(server: KernelServer, doing: string, error: unknow
     return fail(`${where} failed while ${doing} (HTTP ${status}: ${describe(error).slice(0, 300)})`);
   }
   const name = (error as { name?: unknown } | undefined)?.name;
-  if (name === "TimeoutError" || name === "AbortError") {
+  if (name === "TimeoutError" || name === "AbortError" || /timed out/i.test(describe(error))) {
     return fail(
       `${where} did not answer in time while ${doing}; check that it runs, or raise startTimeoutS for slow kernel starts`,
     );

@@ -19,7 +19,12 @@ const TOKEN_VAR = "KERNEL_FAULT_TOKEN";
  * A server whose kernels file names `jupyter` as "lab" (at `url`, else the server's own), "wrong" with a
  * bad token and "down"; in `home` if given.
  */
-async function startServer(jupyter: JupyterServer, home?: string, url = jupyter.url): Promise<Harness> {
+async function startServer(
+  jupyter: JupyterServer,
+  home?: string,
+  url = jupyter.url,
+  more: Record<string, unknown> = {},
+): Promise<Harness> {
   let file = "";
   return await Harness.start({
     beforeStart: (project) => {
@@ -31,6 +36,7 @@ async function startServer(jupyter: JupyterServer, home?: string, url = jupyter.
             lab: { url, token: `\${${TOKEN_VAR}}` },
             wrong: { url: jupyter.url, token: "not-the-token" },
             down: { url: "http://127.0.0.1:9/", token: "x" },
+            ...more,
           },
         }),
       );
@@ -48,6 +54,7 @@ async function startServer(jupyter: JupyterServer, home?: string, url = jupyter.
 describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults", () => {
   let jupyter: JupyterServer;
   let h: Harness;
+  let fake: ReturnType<typeof Bun.serve> | undefined;
   beforeAll(async () => {
     jupyter = await JupyterServer.start();
     // A kernelspec that is not Python: refused before any kernel starts.
@@ -57,10 +64,53 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
       join(specs, "kernel.json"),
       JSON.stringify({ argv: ["/bin/false", "{connection_file}"], display_name: "R", language: "R" }),
     );
-    h = await startServer(jupyter);
+    // A kernel that says it runs Python 3.9: refused at open, and shut down again.
+    const old = join(jupyter.root, ".local/share/jupyter/kernels/oldpython");
+    mkdirSync(old, { recursive: true });
+    const patched = [
+      "import ipykernel.ipkernel as k",
+      "k.IPythonKernel.language_info = dict(k.IPythonKernel.language_info, version='3.9.18')",
+      "from ipykernel import kernelapp",
+      "kernelapp.launch_new_instance()",
+    ].join("\n");
+    writeFileSync(
+      join(old, "kernel.json"),
+      JSON.stringify({
+        argv: ["/usr/bin/python3", "-c", patched, "-f", "{connection_file}"],
+        display_name: "Python 3.9",
+        language: "python",
+      }),
+    );
+    // A server that answers garbage, and one that never answers a kernel start.
+    fake = Bun.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch(request) {
+        const path = new URL(request.url).pathname;
+        if (path.startsWith("/garbage/")) return new Response("<html>a login page</html>", { status: 200 });
+        if (path === "/slow/api/kernelspecs") {
+          return Response.json({
+            default: "python3",
+            kernelspecs: {
+              python3: {
+                name: "python3",
+                spec: { language: "python", argv: [], display_name: "P", env: {}, metadata: {} },
+                resources: {},
+              },
+            },
+          });
+        }
+        return new Promise<Response>(() => {});
+      },
+    });
+    h = await startServer(jupyter, undefined, jupyter.url, {
+      garbage: { url: `http://127.0.0.1:${fake.port}/garbage/`, token: "x" },
+      slow: { url: `http://127.0.0.1:${fake.port}/slow/`, token: "x", startTimeoutS: 1 },
+    });
   }, 90_000);
   afterAll(async () => {
     await h?.close();
+    fake?.stop(true);
     try {
       if (jupyter) expect(await jupyter.kernels()).toEqual([]);
     } finally {
@@ -75,7 +125,7 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
     await expect(orphanKernel).rejects.toThrow("kernel and kernel_id need kernel_server");
     const unknown = await h.call("python_session_open", { name: "x", kernel_server: "nope" });
     expect(unknown.structuredContent).toMatchObject({ error_code: "KERNEL_SERVER_UNKNOWN" });
-    expect(unknown.structuredContent.error).toContain("configured: lab, wrong, down");
+    expect(unknown.structuredContent.error).toContain("configured: lab, wrong, down, garbage, slow");
     const missing = await h.call("python_session_open", {
       name: "x",
       kernel_server: "lab",
@@ -95,6 +145,13 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
       kernel: "notpython",
     });
     expect(notPython.structuredContent).toMatchObject({ error_code: "PYTHON_UNSUPPORTED" });
+    const oldPython = await h.call("python_session_open", {
+      name: "x",
+      kernel_server: "lab",
+      kernel: "oldpython",
+    });
+    expect(oldPython.structuredContent).toMatchObject({ error_code: "PYTHON_UNSUPPORTED" });
+    expect(oldPython.structuredContent.error).toContain("Python 3.9.18; repl-mcp needs 3.10");
     const badProject = await h.call("python_session_open", {
       name: "x",
       kernel_server: "lab",
@@ -117,13 +174,28 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
       .structuredContent;
     expect(down).toMatchObject({ error_code: "KERNEL_SERVER_FAILED" });
     expect(down.error).toContain("could not be reached");
+    const garbage = (await h.call("python_session_open", { name: "x", kernel_server: "garbage" }))
+      .structuredContent;
+    expect(garbage).toMatchObject({ error_code: "KERNEL_SERVER_FAILED" });
+    expect(garbage.error).toContain("not the Jupyter API");
+    const started = performance.now();
+    const slow = (await h.call("python_session_open", { name: "x", kernel_server: "slow" }))
+      .structuredContent;
+    expect(slow).toMatchObject({ error_code: "KERNEL_SERVER_FAILED" });
+    expect(slow.error).toContain("did not answer in time");
+    // Bounded by the entry's startTimeoutS (1 s), not the default minute.
+    expect(performance.now() - started).toBeLessThan(30_000);
     // Local sessions and health are unaffected.
     expect((await h.run("1 + 1")).value).toBe(2);
     expect((await h.health()).kernel_servers.map((server: { name: string }) => server.name)).toEqual([
       "lab",
       "wrong",
       "down",
+      "garbage",
+      "slow",
     ]);
+    const listed = (await h.call("python_session_list")).structuredContent;
+    expect(listed.kernel_servers.map((server: { name: string }) => server.name)).toContain("lab");
   }, 60_000);
 
   test("closing the session shuts its kernel down", async () => {

@@ -361,4 +361,12 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
     expect(messages[0]).toContain('starting a kernel on "lab"');
     await h.call("python_session_close", { session_id: id });
   }, 60_000);
+
+  test("a flooding cell is bounded as locally: its output is cut, the server keeps going", async () => {
+    const flood = await run("for _ in range(200):\n    print('x' * 100_000)\n'done'");
+    expect(flood).toMatchObject({ success: true, value: "done" });
+    expect(flood.truncated.stdout).toBe(true);
+    expect(flood.stdout.length).toBeLessThan(200_000);
+    expect(await run("6 * 7")).toMatchObject({ success: true, value: 42 });
+  }, 60_000);
 });

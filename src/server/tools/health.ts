@@ -1,7 +1,7 @@
 // python_health: the server, its default session and its sessions, without starting Python.
 import * as v from "valibot";
 import { BrokerHealth } from "../../broker/broker.ts";
-import { kernelServerView } from "../../kernels/config.ts";
+import { KernelServerView, kernelServerView } from "../../kernels/config.ts";
 import { SessionMetadata, sessionMetadata } from "../../sessions/metadata.ts";
 import { SessionList, sessionList } from "./sessions.ts";
 import { defineTool } from "./tool.ts";
@@ -22,16 +22,7 @@ export const pythonHealth = defineTool({
     broker: BrokerHealth,
     sessions: SessionList,
     /** Only with --kernels: the Jupyter servers configured (no token; nothing is contacted). */
-    kernel_servers: v.optional(
-      v.array(
-        v.object({
-          name: v.string(),
-          url: v.string(),
-          kernel: v.nullable(v.string()),
-          warning: v.optional(v.string()),
-        }),
-      ),
-    ),
+    kernel_servers: v.optional(v.array(KernelServerView)),
   }),
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async handle(_args, ctx) {

@@ -1,6 +1,7 @@
 // Independent sessions: open one on a project (and its interpreter), list, inspect and close them.
 import * as v from "valibot";
 import { ProtocolError } from "../../errors.ts";
+import { KernelServerView, kernelServerView } from "../../kernels/config.ts";
 import { INVENTORY_TIMEOUT_SECONDS, SESSION_NAME_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
 import { SessionMetadata, sessionMetadata } from "../../sessions/metadata.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
@@ -19,6 +20,8 @@ export const SessionList = v.object({
   server_id: v.string(),
   sessions: v.array(SessionMetadata),
   limit: v.number(),
+  /** Only with --kernels: where python_session_open(kernel_server=...) can open a session. */
+  kernel_servers: v.optional(v.array(KernelServerView)),
 });
 
 export const pythonSessionOpen = defineTool({
@@ -125,6 +128,9 @@ export function sessionList(sessions: SessionScope, maxMemoryMib: number): v.Inf
     server_id: sessions.serverId,
     sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),
     limit: SESSIONS_MAX,
+    ...(sessions.kernelServers.length > 0
+      ? { kernel_servers: sessions.kernelServers.map(kernelServerView) }
+      : {}),
   };
 }
 
