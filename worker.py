@@ -5276,7 +5276,9 @@ class _KernelHost:
     @classmethod
     def get(cls):
         if cls._instance is None:
-            cls._instance = cls(get_ipython())  # noqa: F821 (a kernel's builtin)
+            from IPython import get_ipython  # a builtin only while IPython runs a cell
+
+            cls._instance = cls(get_ipython())
         return cls._instance
 
     def run(self, command):
@@ -5357,6 +5359,28 @@ def kernel_run(frame):
     _KernelHost.get().run(_execute_command(json.loads(frame)))
 
 
+def _kernel_comm_opened(comm, open_msg):
+    comm.on_msg(_kernel_comm_message)
+
+
+def _kernel_comm_message(msg):
+    # The server's runs arrive as messages on its comm: a shell request the kernel hands straight to this
+    # handler, without the input transforms, history and hooks of an execute_request.
+    kernel_run(msg["content"]["data"]["frame"])
+
+
+def _register_comm_target():
+    """Whether runs can come as comm messages here (else the server sends execute_requests)."""
+    try:
+        from IPython import get_ipython
+
+        get_ipython().kernel.comm_manager.register_target(KERNEL_COMM, _kernel_comm_opened)
+        return True
+    except Exception as exc:
+        _note("runs come as execute requests: the kernel takes no comm target (%r)" % (exc,))
+        return False
+
+
 def kernel_ready():
     """What a worker's ready frame says, as base64 of its JSON (a plain string survives any repr)."""
     ready = {
@@ -5365,6 +5389,7 @@ def kernel_ready():
         "python_executable": sys.executable or "",
         "pid": os.getpid(),
         "implementation": sys.implementation.name,
+        "comm": _register_comm_target(),
     }
     return binascii.b2a_base64(json.dumps(ready).encode("utf-8"), newline=False).decode("ascii")
 

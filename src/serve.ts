@@ -59,14 +59,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     resultStyle: options.resultStyle,
     approvalTimeoutMs: options.approvalTimeoutSeconds * 1000,
   };
-  // Kernels an earlier server started and left behind when it was killed are shut down now, in the
-  // background: a kernel server that is down must not delay serving.
-  sessions
-    .collectOrphanKernels()
-    .then(
-      (stopped) => stopped > 0 && log.info(`shut down ${stopped} kernel(s) an earlier repl-mcp left running`),
-    )
-    .catch((error) => log.warn(`kernels left by an earlier repl-mcp: ${describe(error)}`));
+  collectOrphanKernels(sessions);
   const registryError = sessions.defaultBroker.health().configuration_error;
   if (registryError) log.warn(`MCP broker registry: ${registryError}`);
 
@@ -99,6 +92,19 @@ export async function serve(options: ServeOptions): Promise<void> {
   );
   await served;
   await stop(0);
+}
+
+/**
+ * Kernels an earlier server started and left behind when it was killed are shut down now, in the
+ * background: a kernel server that is down must not delay serving.
+ */
+function collectOrphanKernels(sessions: Sessions): void {
+  sessions
+    .collectOrphanKernels()
+    .then(
+      (stopped) => stopped > 0 && log.info(`shut down ${stopped} kernel(s) an earlier repl-mcp left running`),
+    )
+    .catch((error) => log.warn(`kernels left by an earlier repl-mcp: ${describe(error)}`));
 }
 
 /** The viewer (--viewer), loaded only then; a refusal ends the process with status 2. */

@@ -10,7 +10,12 @@ import { ReadyFrame } from "../worker/frames.ts";
 import { workerSource } from "../worker/source.ts";
 import type { KernelLink } from "./jupyter.ts";
 
-const Loaded = v.object({ ...ReadyFrame.entries, cwd: v.string() });
+const Loaded = v.object({
+  ...ReadyFrame.entries,
+  cwd: v.string(),
+  /** Runs can be sent as comm messages (the kernel registered the engine's comm target). */
+  comm: v.optional(v.boolean(), false),
+});
 export type EngineReady = v.InferOutput<typeof Loaded>;
 
 // Run with exec() in a dictionary of its own (source, digest, cwd given), so no name is left behind. The

@@ -8,6 +8,7 @@ import {
   type Kernel,
   KernelAPI,
   KernelConnection,
+  KernelMessage,
   KernelSpecAPI,
   ServerConnection,
 } from "@jupyterlab/services";
@@ -97,6 +98,44 @@ export class KernelLink {
       allow_stdin: options.allowStdin ?? false,
       stop_on_error: false,
     });
+    this.follow(future, options);
+    const reply = await future.done;
+    const content = reply.content as unknown as Record<string, unknown>;
+    return {
+      status: content.status as Executed["status"],
+      executionCount: (content.execution_count as number | undefined) ?? null,
+      userExpressions: (content.user_expressions ?? {}) as Executed["userExpressions"],
+    };
+  }
+
+  /** Opens a comm to a target the kernel registered (comm_open on the shell channel). */
+  openComm(target: string, commId: string): void {
+    const message = KernelMessage.createMessage({
+      msgType: "comm_open",
+      channel: "shell",
+      session: this.kernel.clientId,
+      content: { comm_id: commId, target_name: target, data: {} },
+    });
+    this.kernel.sendShellMessage(message, false, true);
+  }
+
+  /**
+   * Sends a comm message (a shell request without a reply: the kernel runs its handler, then goes idle);
+   * resolves once the kernel is idle again. Its iopub and stdin traffic reach `options` as for execute.
+   */
+  async message(commId: string, data: Record<string, unknown>, options: ExecuteOptions = {}): Promise<void> {
+    const message = KernelMessage.createMessage({
+      msgType: "comm_msg",
+      channel: "shell",
+      session: this.kernel.clientId,
+      content: { comm_id: commId, data: data as never },
+    });
+    const future = this.kernel.sendShellMessage(message, false, true);
+    this.follow(future, options);
+    await future.done;
+  }
+
+  private follow(future: Pick<Kernel.IShellFuture, "onIOPub" | "onStdin">, options: ExecuteOptions): void {
     const { onIopub } = options;
     if (onIopub) {
       future.onIOPub = (message) =>
@@ -113,13 +152,6 @@ export class KernelLink {
         );
       };
     }
-    const reply = await future.done;
-    const content = reply.content as unknown as Record<string, unknown>;
-    return {
-      status: content.status as Executed["status"],
-      executionCount: (content.execution_count as number | undefined) ?? null,
-      userExpressions: (content.user_expressions ?? {}) as Executed["userExpressions"],
-    };
   }
 
   interrupt(): Promise<void> {

@@ -66,11 +66,18 @@ export class KernelWorker implements WorkerChannel {
   /** What the owner does once this life ended. */
   private ending: Promise<void> | undefined;
 
+  /** This life's comm to the engine, when the kernel takes runs as comm messages. */
+  private readonly commId: string | undefined;
+
   constructor(
     readonly link: KernelLink,
-    readonly ready: ReadyFrame,
+    readonly ready: ReadyFrame & { comm?: boolean },
     private readonly owner: LifeOwner,
   ) {
+    if (ready.comm) {
+      this.commId = crypto.randomUUID();
+      link.openComm(COMM_ID, this.commId);
+    }
     this.closed = new Promise((resolve) => {
       this.resolveClosed = resolve;
     });
@@ -157,14 +164,19 @@ export class KernelWorker implements WorkerChannel {
     };
     this.run = run;
     if (this.link.connectionStatus !== "connected") this.onConnection(this.link.connectionStatus);
-    const code = `__import__("repl_mcp_engine").kernel_run(${JSON.stringify(JSON.stringify(frame))})`;
-    const finished = this.link.execute(code, {
+    const text = JSON.stringify(frame);
+    const follow = {
       allowStdin: true,
-      onIopub: (message) => {
+      onIopub: (message: { msgType: string; content: Record<string, unknown> }) => {
         if (message.msgType === "comm_msg") this.onComm(run, message.content);
       },
-      onInput: (prompt) => this.answer(run, prompt),
-    });
+      onInput: (prompt: string) => this.answer(run, prompt),
+    };
+    // A comm message when the kernel takes them (ipykernel): no IPython run_cell around the run. A
+    // request without a reply ends when the kernel is idle again; its "status" is then unknown.
+    const finished = this.commId
+      ? this.link.message(this.commId, { frame: text }, follow).then(() => ({ status: undefined }))
+      : this.link.execute(`__import__("repl_mcp_engine").kernel_run(${JSON.stringify(text)})`, follow);
     finished.then(
       (reply) => {
         run.done = true;
@@ -175,14 +187,14 @@ export class KernelWorker implements WorkerChannel {
         // load, a frame it refused). The engine is not usable.
         // An interrupt that reached the kernel before the engine took the request over stops the
         // request there: nothing of the cell ran, and the namespace is as it was.
-        if (!run.resulted && run.interrupted && reply.status !== "ok") {
+        if (!run.resulted && run.interrupted) {
           this.onFrame({ type: "result", id: run.id, result: interruptedBeforeStart(run.id) });
           return;
         }
         if (!run.resulted) {
           this.end("broken", "killed", {
             code: "WORKER_CRASHED",
-            message: `The kernel ended the run without a result (${this.owner.label}, reply ${reply.status}); the session restarts it on the next run`,
+            message: `The kernel ended the run without a result (${this.owner.label}, reply ${reply.status ?? "none"}); the session restarts it on the next run`,
           });
         }
       },

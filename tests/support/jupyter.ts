@@ -1,7 +1,7 @@
 // A real Jupyter Server (Debian's python3-jupyter-server with python3-ipykernel) on loopback (or on a
 // second host, tests/support/netns.ts), with token auth, started by a test and stopped with everything it
 // started. Tests that need it skip, saying why, where it is not installed.
-import { rmSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { tempDir, waitFor } from "./harness.ts";
@@ -117,6 +117,18 @@ export class JupyterServer {
   async crash(): Promise<void> {
     this.proc.kill("SIGKILL");
     await this.proc.exited;
+    // Its kernels notice that their parent died only when init adopts them; under the test runner (a
+    // child subreaper) they would not, so they go the way they would go on a real host.
+    const marker = `${join(this.dir, "runtime")}/kernel-`;
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        if (readFileSync(`/proc/${entry}/cmdline`, "latin1").includes(marker))
+          process.kill(Number(entry), "SIGKILL");
+      } catch {
+        // gone meanwhile
+      }
+    }
   }
 
   /** Stops it (its kernels with it) and removes its directory. */
