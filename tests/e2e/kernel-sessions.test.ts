@@ -72,7 +72,10 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
     (await h.call("execute_python", { session_id: session, code, ...args })).structuredContent;
 
   const calls = new PeerCalls();
+  const debug = console.debug;
   beforeAll(async () => {
+    // The person's client (@jupyterlab/services in this process) announces its sockets on console.debug.
+    console.debug = () => {};
     jupyter = await JupyterServer.start();
     h = await startServer(jupyter, (project) =>
       writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: { typed: calls.entry() } })),
@@ -82,6 +85,7 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
     session = opened.structuredContent.session_id;
   }, 90_000);
   afterAll(async () => {
+    console.debug = debug;
     await h?.close();
     calls.remove();
     try {
@@ -196,6 +200,21 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
     });
     const stale = await run("1", { expected_generation: before.generation });
     expect(stale).toMatchObject({ success: false, error_code: "STATE_CHANGED" });
+    const after = (await h.call("python_session_inspect", { session_id: session })).structuredContent;
+    expect(after.environment.kernel.kernel_id).toBe(before.environment.kernel.kernel_id);
+  }, 60_000);
+
+  test("a cell that ignores the interrupt: after the grace the kernel is restarted, state cleared", async () => {
+    await run("kept = 1");
+    const before = (await h.call("python_session_inspect", { session_id: session })).structuredContent;
+    const stubborn = await run(
+      "import time\nwhile True:\n    try:\n        time.sleep(0.05)\n    except KeyboardInterrupt:\n        pass",
+      { timeout: 1 },
+    );
+    expect(stubborn).toMatchObject({ success: false, error_code: "TIMEOUT", state: "cleared" });
+    const next = await run("'kept' in globals()");
+    expect(next).toMatchObject({ success: true, value: false, state_reset: true });
+    expect(next.generation).toBeGreaterThan(before.generation);
     const after = (await h.call("python_session_inspect", { session_id: session })).structuredContent;
     expect(after.environment.kernel.kernel_id).toBe(before.environment.kernel.kernel_id);
   }, 60_000);
