@@ -89,6 +89,19 @@ async function time(run: () => Promise<unknown>): Promise<number> {
   return performance.now() - started;
 }
 
+/** Each contender warmed up, then timed in blocks that rotate who goes first (no one always follows the same). */
+async function interleaved(contenders: { label: string; run: () => Promise<unknown> }[]) {
+  const samples = new Map<string, number[]>(contenders.map((contender) => [contender.label, []]));
+  for (const contender of contenders) for (let i = 0; i < PLAN.warmup; i++) await contender.run();
+  for (let block = 0; block < PLAN.blocks; block++) {
+    for (let i = 0; i < contenders.length; i++) {
+      const contender = contenders[(block + i) % contenders.length] as (typeof contenders)[number];
+      for (let j = 0; j < PLAN.perBlock; j++) samples.get(contender.label)?.push(await time(contender.run));
+    }
+  }
+  return samples;
+}
+
 async function restKernel(
   jupyter: JupyterServer,
   method: string,
@@ -119,15 +132,7 @@ async function roundTrips(jupyter: JupyterServer, server: KernelServer) {
     { label: "minimal client, prompt ACK (reference)", run: () => minimal.execute("1+1") },
     ...links.map(({ label, kernel }) => ({ label, run: () => kernel.execute("1+1") })),
   ];
-  const samples = new Map<string, number[]>(contenders.map((contender) => [contender.label, []]));
-  for (const contender of contenders) for (let i = 0; i < PLAN.warmup; i++) await contender.run();
-  for (let block = 0; block < PLAN.blocks; block++) {
-    // Rotate who goes first, so no contender always follows the same one.
-    for (let i = 0; i < contenders.length; i++) {
-      const contender = contenders[(block + i) % contenders.length] as (typeof contenders)[number];
-      for (let j = 0; j < PLAN.perBlock; j++) samples.get(contender.label)?.push(await time(contender.run));
-    }
-  }
+  const samples = await interleaved(contenders);
   minimal.close();
   await restKernel(jupyter, "DELETE", `/${bare.id}`);
   for (const { link, kernel } of links) {
@@ -218,14 +223,7 @@ async function sessions(jupyter: JupyterServer) {
         run: () => plain.call("execute_python", { code: "1+1" }),
       },
     ];
-    const samples = new Map<string, number[]>(contenders.map((contender) => [contender.label, []]));
-    for (const contender of contenders) for (let i = 0; i < PLAN.warmup; i++) await contender.run();
-    for (let block = 0; block < PLAN.blocks; block++) {
-      for (let i = 0; i < contenders.length; i++) {
-        const contender = contenders[(block + i) % contenders.length] as (typeof contenders)[number];
-        for (let j = 0; j < PLAN.perBlock; j++) samples.get(contender.label)?.push(await time(contender.run));
-      }
-    }
+    const samples = await interleaved(contenders);
     minimal.close();
     await restKernel(jupyter, "DELETE", `/${bare.id}`);
     return { opens, bareStarts, samples };
@@ -256,16 +254,7 @@ if (missing) {
 console.debug = () => {};
 const jupyter = await JupyterServer.start();
 try {
-  const server: KernelServer = {
-    name: "bench",
-    url: jupyter.url,
-    authorization: `token ${jupyter.token}`,
-    kernel: "python3",
-    ca: undefined,
-    startTimeoutMs: 60_000,
-    allowReset: false,
-    insecure: false,
-  };
+  const server: KernelServer = { ...jupyter.entry("bench"), kernel: "python3" };
   const samples = await roundTrips(jupyter, server);
   const reference = median(samples.get("minimal client, prompt ACK (reference)") ?? []);
   console.log("\n## Jupyter kernels (Jupyter Server on loopback)\n");

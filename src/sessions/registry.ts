@@ -87,17 +87,12 @@ export class Sessions {
       throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
     }
     const session = new Session({
+      ...this.common("default", journal),
       broker: this.attachBroker(this.options.project),
-      journal,
-      artifacts: this.artifacts,
-      serverId: this.serverId,
-      name: "default",
       project: this.options.project,
       python: this.options.interpreter.path,
       source: "server_default",
       problem: this.options.interpreter.problem,
-      maxMemoryMib: this.options.maxMemoryMib,
-      approvalTimeoutMs: this.options.approvalTimeoutMs,
     });
     this.publish(session);
     return session;
@@ -128,45 +123,20 @@ export class Sessions {
     journal: JournalView,
     signal?: AbortSignal,
   ): Promise<Session> {
-    if (this.opening >= SESSION_OPENS_MAX) {
-      throw new ReplError(
-        "SESSION_LIMIT",
-        "Session opening capacity exhausted; wait for active interpreter probes",
-      );
-    }
-    if (this.byId.size >= SESSIONS_MAX) {
-      throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
-    }
-    this.opening++;
-    try {
+    return await this.opened(async () => {
       const project = canonicalProject(resolve(this.options.project, projectPath));
       const selected = selectSessionInterpreter(python, project, this.options.interpreter);
       const probe = await probeInterpreter(selected.path, project, childEnv(), signal);
-      if (signal?.aborted) throw new ReplError("CANCELLED", "Session opening cancelled before publication");
-      if (this.byId.size >= SESSIONS_MAX) {
-        throw new ReplError(
-          "SESSION_LIMIT",
-          `Session limit reached (${SESSIONS_MAX}); close unused sessions`,
-        );
-      }
-      const session = new Session({
+      this.checkPublishable(signal);
+      return new Session({
+        ...this.common(name, journal),
         broker: this.attachBroker(project),
-        journal,
-        artifacts: this.artifacts,
-        serverId: this.serverId,
-        name,
         project,
         python: selected.path,
         source: selected.source,
         probe,
-        maxMemoryMib: this.options.maxMemoryMib,
-        approvalTimeoutMs: this.options.approvalTimeoutMs,
       });
-      this.publish(session);
-      return session;
-    } finally {
-      this.opening--;
-    }
+    });
   }
 
   /**
@@ -192,9 +162,7 @@ export class Sessions {
           : `No kernel server "${choice.server}" is configured; the user configures them with --kernels FILE (docs/kernels.md)`,
       );
     }
-    this.checkCapacity();
-    this.opening++;
-    try {
+    return await this.opened(async () => {
       const { KernelSeat } = await import("../kernels/seat.ts");
       const seat = await KernelSeat.open({
         server,
@@ -204,32 +172,54 @@ export class Sessions {
         kernelId: choice.kernelId,
         project,
       });
-      if (signal?.aborted || this.byId.size >= SESSIONS_MAX) {
+      try {
+        this.checkPublishable(signal);
+      } catch (error) {
         await seat.close();
-        if (signal?.aborted) throw new ReplError("CANCELLED", "Session opening cancelled before publication");
-        throw new ReplError(
-          "SESSION_LIMIT",
-          `Session limit reached (${SESSIONS_MAX}); close unused sessions`,
-        );
+        throw error;
       }
-      const session = new Session({
+      return new Session({
+        ...this.common(name, journal),
         broker: this.attachBroker(this.options.project),
-        journal,
-        artifacts: this.artifacts,
-        serverId: this.serverId,
-        name,
         project: seat.ready.cwd,
         python: seat.ready.python_executable,
         source: "kernel_server",
         kernel: { seat, localProject: this.options.project },
-        maxMemoryMib: this.options.maxMemoryMib,
-        approvalTimeoutMs: this.options.approvalTimeoutMs,
       });
+    });
+  }
+
+  /** Opens within the limits: at most SESSION_OPENS_MAX at once; publishes what `open` made. */
+  private async opened(open: () => Promise<Session>): Promise<Session> {
+    this.checkCapacity();
+    this.opening++;
+    try {
+      const session = await open();
       this.publish(session);
       return session;
     } finally {
       this.opening--;
     }
+  }
+
+  /** After the slow part of an open: a cancelled open or a full server publishes nothing. */
+  private checkPublishable(signal: AbortSignal | undefined): void {
+    if (signal?.aborted) throw new ReplError("CANCELLED", "Session opening cancelled before publication");
+    if (this.byId.size >= SESSIONS_MAX) {
+      throw new ReplError("SESSION_LIMIT", `Session limit reached (${SESSIONS_MAX}); close unused sessions`);
+    }
+  }
+
+  /** What every session of this server shares. */
+  private common(name: string, journal: JournalView) {
+    return {
+      name,
+      journal,
+      artifacts: this.artifacts,
+      serverId: this.serverId,
+      maxMemoryMib: this.options.maxMemoryMib,
+      approvalTimeoutMs: this.options.approvalTimeoutMs,
+    };
   }
 
   /**

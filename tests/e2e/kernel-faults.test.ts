@@ -111,11 +111,7 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
   afterAll(async () => {
     await h?.close();
     fake?.stop(true);
-    try {
-      if (jupyter) expect(await jupyter.kernels()).toEqual([]);
-    } finally {
-      await jupyter?.stop();
-    }
+    if (jupyter) expect(await jupyter.stopListing()).toEqual([]);
   }, 60_000);
 
   test("bad arguments are -32602 or a coded error, and open nothing", async () => {
@@ -126,38 +122,18 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
     const unknown = await h.call("python_session_open", { name: "x", kernel_server: "nope" });
     expect(unknown.structuredContent).toMatchObject({ error_code: "KERNEL_SERVER_UNKNOWN" });
     expect(unknown.structuredContent.error).toContain("configured: lab, wrong, down, garbage, slow");
-    const missing = await h.call("python_session_open", {
-      name: "x",
-      kernel_server: "lab",
-      kernel_id: "no-such",
-    });
-    expect(missing.structuredContent).toMatchObject({ error_code: "KERNEL_NOT_FOUND" });
-    const spec = await h.call("python_session_open", {
-      name: "x",
-      kernel_server: "lab",
-      kernel: "nosuchspec",
-    });
-    expect(spec.structuredContent).toMatchObject({ error_code: "KERNEL_SERVER_FAILED" });
-    expect(spec.structuredContent.error).toContain('no kernelspec "nosuchspec"');
-    const notPython = await h.call("python_session_open", {
-      name: "x",
-      kernel_server: "lab",
-      kernel: "notpython",
-    });
-    expect(notPython.structuredContent).toMatchObject({ error_code: "PYTHON_UNSUPPORTED" });
-    const oldPython = await h.call("python_session_open", {
-      name: "x",
-      kernel_server: "lab",
-      kernel: "oldpython",
-    });
-    expect(oldPython.structuredContent).toMatchObject({ error_code: "PYTHON_UNSUPPORTED" });
-    expect(oldPython.structuredContent.error).toContain("Python 3.9.18; repl-mcp needs 3.10");
-    const badProject = await h.call("python_session_open", {
-      name: "x",
-      kernel_server: "lab",
-      project: "/no/such/dir",
-    });
-    expect(badProject.structuredContent).toMatchObject({ error_code: "PROJECT_INVALID" });
+    const refused: [Record<string, unknown>, string, string][] = [
+      [{ kernel_id: "no-such" }, "KERNEL_NOT_FOUND", "No kernel no-such runs"],
+      [{ kernel: "nosuchspec" }, "KERNEL_SERVER_FAILED", 'no kernelspec "nosuchspec"'],
+      [{ kernel: "notpython" }, "PYTHON_UNSUPPORTED", "not Python"],
+      [{ kernel: "oldpython" }, "PYTHON_UNSUPPORTED", "Python 3.9.18; repl-mcp needs 3.10"],
+      [{ project: "/no/such/dir" }, "PROJECT_INVALID", "cannot be entered on the kernel's host"],
+    ];
+    for (const [args, code, message] of refused) {
+      const opened = await h.call("python_session_open", { name: "x", kernel_server: "lab", ...args });
+      expect(opened.structuredContent).toMatchObject({ error_code: code });
+      expect(opened.structuredContent.error).toContain(message);
+    }
     expect((await h.call("python_session_list")).structuredContent.sessions).toHaveLength(1);
     // The kernel started for the bad project was shut down again.
     expect(await jupyter.kernels()).toEqual([]);
@@ -272,11 +248,7 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter server dies during a run",
       expect(next.generation).toBeGreaterThan(1);
     } finally {
       await h.close();
-      try {
-        expect(await jupyter.kernels()).toEqual([]);
-      } finally {
-        await jupyter.stop();
-      }
+      expect(await jupyter.stopListing()).toEqual([]);
     }
   }, 120_000);
 });
@@ -304,11 +276,7 @@ describe.skipIf(noJupyter !== undefined)("the connection blips during a run", ()
     } finally {
       await h.close();
       proxy.stop();
-      try {
-        expect(await jupyter.kernels()).toEqual([]);
-      } finally {
-        await jupyter.stop();
-      }
+      expect(await jupyter.stopListing()).toEqual([]);
     }
   }, 60_000);
 });

@@ -8,7 +8,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
-import type { KernelServer } from "../../src/kernels/config.ts";
 import { JupyterLink, type KernelLink } from "../../src/kernels/jupyter.ts";
 import { JupyterServer, jupyterMissing } from "../support/jupyter.ts";
 
@@ -63,17 +62,7 @@ describe.skipIf(noJupyter !== undefined)("the worker's engine in a Jupyter kerne
   beforeAll(async () => {
     console.debug = () => {};
     jupyter = await JupyterServer.start();
-    const server: KernelServer = {
-      name: "host",
-      url: jupyter.url,
-      authorization: `token ${jupyter.token}`,
-      kernel: undefined,
-      ca: undefined,
-      startTimeoutMs: 60_000,
-      allowReset: false,
-      insecure: false,
-    };
-    link = new JupyterLink(server);
+    link = new JupyterLink(jupyter.entry("host"));
     kernel = await link.start();
     const load = [
       "import sys, types",

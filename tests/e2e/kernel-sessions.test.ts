@@ -7,7 +7,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { KernelServer } from "../../src/kernels/config.ts";
 import { JupyterLink } from "../../src/kernels/jupyter.ts";
 import { Harness, waitFor } from "../support/harness.ts";
 import { JupyterServer, jupyterMissing } from "../support/jupyter.ts";
@@ -51,17 +50,7 @@ async function startServer(
 
 /** A second client of the same server, as the person's JupyterLab would be. */
 function personOn(jupyter: JupyterServer): JupyterLink {
-  const server: KernelServer = {
-    name: "person",
-    url: jupyter.url,
-    authorization: `token ${jupyter.token}`,
-    kernel: undefined,
-    ca: undefined,
-    startTimeoutMs: 60_000,
-    allowReset: false,
-    insecure: false,
-  };
-  return new JupyterLink(server);
+  return new JupyterLink(jupyter.entry("person"));
 }
 
 describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => {
@@ -88,11 +77,7 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
     console.debug = debug;
     await h?.close();
     calls.remove();
-    try {
-      if (jupyter) expect(await jupyter.kernels()).toEqual([]);
-    } finally {
-      await jupyter?.stop();
-    }
+    if (jupyter) expect(await jupyter.stopListing()).toEqual([]);
   }, 60_000);
 
   test("the session says where it runs, without the token", async () => {

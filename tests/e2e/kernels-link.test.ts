@@ -10,16 +10,8 @@ import { JupyterServer, jupyterMissing } from "../support/jupyter.ts";
 const noJupyter = jupyterMissing();
 if (noJupyter) console.warn(`skipping the Jupyter link tests: ${noJupyter}`);
 
-const serverFor = (jupyter: JupyterServer, token = jupyter.token): KernelServer => ({
-  name: "test",
-  url: jupyter.url,
-  authorization: `token ${token}`,
-  kernel: undefined,
-  ca: undefined,
-  startTimeoutMs: 60_000,
-  allowReset: false,
-  insecure: false,
-});
+const serverFor = (jupyter: JupyterServer, token = jupyter.token): KernelServer =>
+  jupyter.entry("test", token);
 
 describe.skipIf(noJupyter !== undefined)("the Jupyter link", () => {
   let jupyter: JupyterServer;

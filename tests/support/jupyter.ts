@@ -4,6 +4,7 @@
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
+import type { KernelServer } from "../../src/kernels/config.ts";
 import { tempDir, waitFor } from "./harness.ts";
 import type { SecondHost } from "./netns.ts";
 
@@ -100,6 +101,20 @@ export class JupyterServer {
     return server;
   }
 
+  /** This server as a checked entry of a kernel servers file would be (`token`: another one to try). */
+  entry(name = "test", token = this.token): KernelServer {
+    return {
+      name,
+      url: this.url,
+      authorization: `token ${token}`,
+      kernel: undefined,
+      ca: undefined,
+      startTimeoutMs: 60_000,
+      allowReset: false,
+      insecure: false,
+    };
+  }
+
   /** The root directory it serves (its kernels' default working directory). */
   get root(): string {
     return this.dir;
@@ -111,6 +126,15 @@ export class JupyterServer {
       headers: { authorization: `token ${this.token}` },
     });
     return ((await response.json()) as { id: string }[]).map((kernel) => kernel.id);
+  }
+
+  /** Stops it as `stop` does; resolves with the kernels it still ran (our tests expect none). */
+  async stopListing(): Promise<string[]> {
+    try {
+      return await this.kernels();
+    } finally {
+      await this.stop();
+    }
   }
 
   /** Kills it at once (SIGKILL), keeping its directory for a `start(this)`; its kernels die with it. */
