@@ -172,6 +172,8 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
     ]);
     const listed = (await h.call("python_session_list")).structuredContent;
     expect(listed.kernel_servers.map((server: { name: string }) => server.name)).toContain("lab");
+    const inspected = (await h.call("python_session_inspect", {})).structuredContent;
+    expect(inspected.kernel_servers[0]).toEqual({ name: "lab", url: jupyter.url, kernel: null });
   }, 60_000);
 
   test("closing the session shuts its kernel down", async () => {

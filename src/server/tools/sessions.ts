@@ -14,7 +14,12 @@ const Inventory = v.object({
   omitted_including_helpers: v.number(),
   values_included: v.literal(false),
 });
-const Inspected = v.object({ ...SessionMetadata.entries, namespace: v.optional(Inventory) });
+const Inspected = v.object({
+  ...SessionMetadata.entries,
+  namespace: v.optional(Inventory),
+  /** Only with --kernels: the kernel servers, as python_session_list shows them. */
+  kernel_servers: v.optional(v.array(KernelServerView)),
+});
 
 export const SessionList = v.object({
   server_id: v.string(),
@@ -128,10 +133,14 @@ export function sessionList(sessions: SessionScope, maxMemoryMib: number): v.Inf
     server_id: sessions.serverId,
     sessions: sessions.list().map((session) => sessionMetadata(session, maxMemoryMib)),
     limit: SESSIONS_MAX,
-    ...(sessions.kernelServers.length > 0
-      ? { kernel_servers: sessions.kernelServers.map(kernelServerView) }
-      : {}),
+    ...kernelServersOf(sessions),
   };
+}
+
+/** The configured kernel servers as the session tools show them: nothing without --kernels. */
+function kernelServersOf(sessions: SessionScope) {
+  const servers = sessions.kernelServers;
+  return servers.length > 0 ? { kernel_servers: servers.map(kernelServerView) } : {};
 }
 
 export const pythonSessionInspect = defineTool({
@@ -148,7 +157,8 @@ export const pythonSessionInspect = defineTool({
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx) {
     const session = ctx.sessions.route(args.session_id);
-    if (!args.include_namespace) return sessionMetadata(session, ctx.maxMemoryMib);
+    const servers = kernelServersOf(ctx.sessions);
+    if (!args.include_namespace) return { ...sessionMetadata(session, ctx.maxMemoryMib), ...servers };
     const result = await session.supervisor.execute({
       task: { kind: "inventory" },
       timeoutSeconds: INVENTORY_TIMEOUT_SECONDS,
@@ -162,7 +172,7 @@ export const pythonSessionInspect = defineTool({
         error_code: result.error_code ?? "INTERNAL",
       });
     }
-    return { ...sessionMetadata(session, ctx.maxMemoryMib), namespace: namespace.output };
+    return { ...sessionMetadata(session, ctx.maxMemoryMib), namespace: namespace.output, ...servers };
   },
 });
 
