@@ -5,14 +5,20 @@
 // input(), the inventory, a file run; and the kernel's own faults. Afterwards the server lists none of
 // our kernels.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { JupyterLink } from "../../src/kernels/jupyter.ts";
 import { Harness, waitFor } from "../support/harness.ts";
 import { JupyterServer, jupyterMissing } from "../support/jupyter.ts";
 import { createIssueCell, PeerCalls } from "../support/peer-calls.ts";
+import { run as runCommand } from "../support/run.ts";
 
 const noJupyter = jupyterMissing();
+const MAKE_WHEEL = resolve(import.meta.dir, "../fixtures/python/make_wheel.py");
+const noVenv =
+  Bun.spawnSync(["/usr/bin/python3", "-c", "import venv, ensurepip"], { stderr: "pipe" }).exitCode === 0
+    ? undefined
+    : "python3-venv is not installed";
 if (noJupyter) console.warn(`skipping the kernel session tests: ${noJupyter}`);
 
 const TOKEN_VAR = "KERNEL_TEST_TOKEN";
@@ -373,4 +379,52 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
     expect(flood.stdout.length).toBeLessThan(200_000);
     expect(await run("6 * 7")).toMatchObject({ success: true, value: 42 });
   }, 60_000);
+
+  test.skipIf(noVenv !== undefined)(
+    "pip_install() installs into the kernel's own interpreter",
+    async () => {
+      // A kernelspec whose Python is a virtual environment (with the system's ipykernel), and a wheel.
+      const root = jupyter.root;
+      const venv = join(root, "kernel-venv");
+      const made = await runCommand(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv]);
+      expect(made.code).toBe(0);
+      const spec = join(root, ".local/share/jupyter/kernels/venv");
+      mkdirSync(spec, { recursive: true });
+      const python = join(venv, "bin", "python");
+      writeFileSync(
+        join(spec, "kernel.json"),
+        JSON.stringify({
+          argv: [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+          display_name: "venv",
+          language: "python",
+        }),
+      );
+      const wheels = join(root, "wheels");
+      mkdirSync(wheels);
+      expect((await runCommand(["/usr/bin/python3", MAKE_WHEEL, wheels, "replmcp-tiny", "0.1.0"])).code).toBe(
+        0,
+      );
+      const opened = await h.call("python_session_open", {
+        name: "venv",
+        kernel_server: "lab",
+        kernel: "venv",
+      });
+      const id = opened.structuredContent.session_id;
+      const cell = async (code: string) =>
+        (await h.call("execute_python", { session_id: id, code, timeout: 300 })).structuredContent;
+      expect(await cell("import sys\nsys.executable")).toMatchObject({ value: python });
+      const installed = await cell(
+        `pip_install('replmcp-tiny', find_links=${JSON.stringify(wheels)}).changed`,
+      );
+      expect(installed).toMatchObject({
+        success: true,
+        value: [{ name: "replmcp-tiny", before: null, after: "0.1.0" }],
+      });
+      expect(await cell("import replmcp_tiny\nreplmcp_tiny.__file__.startswith(sys.prefix)")).toMatchObject({
+        value: true,
+      });
+      await h.call("python_session_close", { session_id: id });
+    },
+    180_000,
+  );
 });
