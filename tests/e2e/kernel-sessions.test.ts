@@ -224,7 +224,10 @@ describe.skipIf(noJupyter !== undefined)("a session on a Jupyter kernel", () => 
   }, 90_000);
 
   test("mcp calls from the kernel go through this server's broker, with its registry", async () => {
-    expect(await run(createIssueCell("from the kernel"))).toMatchObject({ success: true, value: "sent" });
+    const sent = await run(createIssueCell("from the kernel"));
+    // The server's log says what the broker saw, should this ever fail.
+    if (sent.value !== "sent") console.error(`server stderr:\n${h.stderr}`);
+    expect(sent).toMatchObject({ success: true, value: "sent" });
     expect(calls.tools()).toEqual(["create_issue"]);
     const servers = await run("mcp.servers()");
     expect(JSON.stringify(servers.value)).toContain("typed");
