@@ -37,6 +37,8 @@ export const GUARDIAN_SPEC_MAX_BYTES = 1_048_576;
 export const GUARDIAN_CONTROL_WRITE_TIMEOUT_MS = 5_000;
 /** How long a guardian that is ending waits for its last events to reach the server before it goes. */
 export const GUARDIAN_EVENT_FLUSH_MS = 200;
+/** How long a guardian waits for the child it killed to be gone before it leaves (a SIGKILL takes effect at once; its exit, not quite). */
+export const GUARDIAN_CHILD_EXIT_WAIT_MS = 1_000;
 
 // Results
 /** A whole CallToolResult; over it, the text block is replaced (clients cap results near 1 MB). */

@@ -8,7 +8,7 @@
 // through a FileSink rather than node:fs, loads node:fs only to let go of the child's pipes, and the
 // server starts it without a JIT (see guardian/spawn.ts).
 import * as v from "valibot";
-import { GUARDIAN_EVENT_FLUSH_MS, GUARDIAN_SPEC_MAX_BYTES } from "../limits.ts";
+import { GUARDIAN_CHILD_EXIT_WAIT_MS, GUARDIAN_EVENT_FLUSH_MS, GUARDIAN_SPEC_MAX_BYTES } from "../limits.ts";
 import { waitAtMost } from "../timeout.ts";
 import { decodeLine, LineSplitter } from "../wire/lines.ts";
 import { signalGroup } from "./kill.ts";
@@ -35,6 +35,8 @@ export async function runGuardian(): Promise<never> {
   const finish = async (code: number): Promise<never> => {
     if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     for (const pgid of jobs) signalGroup(pgid, "SIGKILL");
+    // The server takes our exit for the child's: it must be gone (reaped), not merely sent SIGKILL.
+    if (child) await waitAtMost(child.exited, GUARDIAN_CHILD_EXIT_WAIT_MS);
     // The child and the jobs are already gone: a server that reads nothing cannot hold the rest up.
     await waitAtMost(Promise.resolve(events.flush()), GUARDIAN_EVENT_FLUSH_MS);
     // Whatever else is left in our group (the child's own children) goes too, and so do we.
