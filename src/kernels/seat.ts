@@ -167,6 +167,7 @@ export class KernelSeat implements LifeOwner {
 
   private async prepare(): Promise<void> {
     const { server } = this.request;
+    const fresh = this.next === "reconnect" || this.next === "replace";
     if (this.next === "reconnect") {
       const model = await this.request.link.running(this.kernel.id).catch((error) => {
         throw serverFailure(server, "looking up the kernel", error);
@@ -195,6 +196,15 @@ export class KernelSeat implements LifeOwner {
         throw serverFailure(server, "starting a kernel", error);
       }
       this.request.owned.add(server, this.kernel.id);
+      return;
+    }
+    // After a restart (ours or the server's) the next life talks over a connection of its own, with a
+    // new client id and so new channels on the Jupyter server: once, in a full test run, a cell's
+    // requests on stdin went unanswered right after a restart over the connection that had seen it.
+    if (!fresh) {
+      const id = this.kernel.id;
+      this.kernel.detach();
+      this.kernel = await attach(this.request, id);
     }
   }
 
