@@ -5179,11 +5179,12 @@ def _set_exit_status(outcome, stderr):
 # =====================================================================================================
 # Kernel host
 #
-# The same engine inside a Jupyter kernel: the server loads this file into the kernel as a module and
-# runs each agent cell with an execute_request of `kernel_run(<command>)`. Frames leave as comm messages
-# on the kernel's iopub channel, parented to that request. Frames for the engine (bridge answers,
-# rpc_wait, cancel) come back as answers to input requests on the kernel's stdin channel, which a helper
-# thread keeps open while a cell runs: the shell channel is busy with the cell itself. What is process-wide
+# The same engine inside a Jupyter kernel: the server loads this file into the kernel as a module, opens a
+# comm to the target kernel_ready() registers, and sends each run's execute frame as a message on it (or,
+# in a kernel without comms, as an execute_request of `kernel_run(<frame>)`). Frames leave as comm
+# messages on the kernel's iopub channel, parented to that request. Frames for the engine (bridge answers,
+# rpc_wait, cancel) come back as answers to input requests on the kernel's stdin channel, opened by a
+# helper thread only while a bridge request waits: the shell channel is busy with the run itself. What is process-wide
 # stays the kernel's: its streams, stdin, input(), SIGINT handler and running asyncio loop are swapped out
 # for the cell and put back after it. The helpers (mcp, artifact, sh, ...) are names in the kernel's
 # namespace, as in a worker's. Nothing here runs unless kernel_run is called.
