@@ -1,5 +1,6 @@
-// Helpers for the release tests: temporary directories, running commands with a deadline, a fake
-// release server on 127.0.0.1, and staging the release binary outside the checkout.
+// Helpers for the release tests: temporary directories, running commands with a deadline, the shared
+// test releases (of the real binary and of a stand-in), a fake release server on 127.0.0.1, and staging
+// the release binary outside the checkout.
 import {
   closeSync,
   copyFileSync,
@@ -76,10 +77,18 @@ export const TEST_TARGET: ReleaseTarget | undefined = hostTarget();
  *
  * Packing the 110 MiB binary costs seconds of CPU, so the test files share one copy: it is made once per
  * binary and release code, under a lock, in dist/test-release/<key>/, and only read afterwards. Whoever
- * makes a new one removes the others.
+ * makes a new one removes the others of its kind.
+ *
+ * With `standIn`, the same release code packs a stand-in binary instead (standInBinary below), for the
+ * tests of how a release is downloaded, checked and installed rather than of what is installed: moving the
+ * real binary through each of them costs seconds of CPU apiece.
  */
-export async function sharedTestRelease(target: ReleaseTarget): Promise<ReleaseResult> {
-  const key = releaseKey(target);
+export async function sharedTestRelease(
+  target: ReleaseTarget,
+  options: { standIn?: boolean } = {},
+): Promise<ReleaseResult> {
+  const standIn = options.standIn ? standInBinary() : undefined;
+  const key = standIn ? `${STAND_IN_PREFIX}${releaseKey(target, standIn)}` : releaseKey(target, BINARY);
   const parent = join(ROOT, "dist", "test-release");
   const done = join(parent, `${key}.json`);
   mkdirSync(parent, { recursive: true });
@@ -89,20 +98,28 @@ export async function sharedTestRelease(target: ReleaseTarget): Promise<ReleaseR
     if (takeLock(lock)) {
       try {
         for (const entry of readdirSync(parent)) {
-          if (!entry.startsWith(key)) rmSync(join(parent, entry), { recursive: true, force: true });
+          const sameKind = entry.startsWith(STAND_IN_PREFIX) === (standIn !== undefined);
+          if (sameKind && !entry.startsWith(key))
+            rmSync(join(parent, entry), { recursive: true, force: true });
         }
         const outdir = join(parent, key);
         rmSync(outdir, { recursive: true, force: true });
+        let binary = BINARY;
+        if (standIn) {
+          binary = `${outdir}.stand-in`;
+          writeFileSync(binary, standIn);
+        }
         const built = await buildRelease({
           targets: [target],
           outdir,
           log: () => {},
-          prebuilt: { [target]: BINARY },
+          prebuilt: { [target]: binary },
         });
         writeFileSync(`${done}.tmp`, JSON.stringify(built));
         renameSync(`${done}.tmp`, done);
         return built;
       } finally {
+        if (standIn) rmSync(`${join(parent, key)}.stand-in`, { force: true });
         rmSync(lock, { recursive: true, force: true });
       }
     }
@@ -110,10 +127,44 @@ export async function sharedTestRelease(target: ReleaseTarget): Promise<ReleaseR
   }
 }
 
-/** The binary and everything under release/ that shapes the assets, hashed. */
-function releaseKey(target: ReleaseTarget): string {
+/** A stand-in release's directory names start with this; a real one's are hex digits only. */
+const STAND_IN_PREFIX = "stand-in-";
+
+/**
+ * The stand-in release's binary: a shell script that answers `--version` as repl-mcp does, by printing the
+ * version, which is all install.sh and the plugin's launcher run to check a binary before installing it.
+ * Comment lines of pseudo-random base64 pad it to 1 MiB, so that its archive (0.8 MB) is larger than the
+ * first chunk of an interrupted download (FIRST_CHUNK_BYTES). The same bytes every time, so its release
+ * is made once and shared like the real one.
+ */
+function standInBinary(): Uint8Array {
+  const noise = new Uint8Array(768 * 1024);
+  let x = 0x2545f491; // xorshift32
+  for (let i = 0; i < noise.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    noise[i] = x >>> 24;
+  }
+  return new TextEncoder().encode(
+    [
+      "#!/bin/sh",
+      "# A stand-in for repl-mcp made by tests/release/support.ts: it answers --version and nothing else.",
+      `if [ "$1" = --version ]; then echo ${VERSION}; exit 0; fi`,
+      'echo "repl-mcp stand-in: only --version is answered" >&2',
+      "exit 2",
+      Buffer.from(noise)
+        .toString("base64")
+        .replace(/.{1,76}/g, "# $&\n"),
+    ].join("\n"),
+  );
+}
+
+/** The binary (a path, or a stand-in's bytes) and all under release/ that shapes the assets, hashed. */
+function releaseKey(target: ReleaseTarget, binary: string | Uint8Array): string {
   const hash = new Bun.CryptoHasher("sha256").update(target);
-  hashFile(hash, BINARY);
+  if (typeof binary === "string") hashFile(hash, binary);
+  else hash.update(binary);
   const add = (dir: string) => {
     for (const name of readdirSync(dir).sort()) {
       const path = join(dir, name);
@@ -198,6 +249,9 @@ export function linkOrCopy(from: string, to: string): void {
 
 export type Hold = { started: Promise<void>; release: () => void };
 
+/** How much of a held file FakeReleaseServer sends before it stalls. */
+export const FIRST_CHUNK_BYTES = 256 * 1024;
+
 /**
  * A fake GitHub release: serves files from `dirs` (URL prefix -> directory), records every request
  * path, and 404s anything else. `holdAfterFirstChunk(path)` makes the server send the first part of
@@ -254,7 +308,7 @@ export class FakeReleaseServer {
     const data = await Bun.file(file).bytes();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
-        controller.enqueue(data.subarray(0, 256 * 1024));
+        controller.enqueue(data.subarray(0, FIRST_CHUNK_BYTES));
         hold.resolveStarted();
         await hold.closed; // stall until the test lets go (or the server stops)
         controller.close();
