@@ -1,6 +1,14 @@
 // The install path users follow: the release build for this platform, served from a fake GitHub
 // release on 127.0.0.1, installed by release/install.sh. Every failure mode must refuse cleanly,
 // leave an existing installation untouched and leave no temporary files behind.
+//
+// Moving the real 110 MiB binary through an install (download, checksum, unpack, copy, run, hash again)
+// costs seconds of CPU, so only these tests use the real release: the release build's assets and its
+// binary run from outside the checkout, one install per shell, and the MCP session of the binary itself.
+// The installer's mechanics (the checkout's install.sh, --dir and the environment, GitHub URLs, refusals,
+// atomic re-install, interruptions, wget and shasum, uname names, failed downloads) run against a stand-in
+// release: the same release code's assets around a 1 MiB script that answers --version as the binary does
+// (sharedTestRelease in support.ts). Packing is shown deterministic on the stand-in too.
 import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import {
   chmodSync,
@@ -31,6 +39,7 @@ import { Harness } from "../support/harness.ts";
 import {
   CHECKOUT_INSTALL_SH,
   FakeReleaseServer,
+  FIRST_CHUNK_BYTES,
   isInside,
   linkOrCopy,
   listDir,
@@ -38,6 +47,7 @@ import {
   ROOT,
   removeTree,
   run,
+  sha256File,
   sharedTestRelease,
   stageBinaryOutsideCheckout,
   TEST_TARGET,
@@ -55,13 +65,18 @@ function slowTest(name: string, fn: () => Promise<void>) {
 }
 
 let buildDir = "";
+/** The release of the real binary. */
 let release: ReleaseResult;
-let binarySha = "";
+/** The same release code's assets around a stand-in binary, for the installer's mechanics. */
+let standIn: ReleaseResult;
+/** The SHA-256 of each release's binary. */
+const binarySha = new Map<ReleaseResult, string>();
 
 beforeAll(async () => {
   release = await sharedTestRelease(target);
   buildDir = release.outdir;
-  binarySha = sha256Hex(readFileSync(join(buildDir, BINARY)));
+  standIn = await sharedTestRelease(target, { standIn: true });
+  for (const from of [release, standIn]) binarySha.set(from, sha256File(join(from.outdir, BINARY)));
 }, 240_000);
 
 /** The install.sh users download: the release build's, with the shared code written into it. */
@@ -108,15 +123,16 @@ function fixture(): Fixture {
   return fx;
 }
 
-/** Puts the release assets into the fixture's www dir, optionally without or with replaced files. */
+/** Puts a release's assets into the fixture's www dir, optionally without or with replaced files. */
 function publish(
   fx: Fixture,
+  from: ReleaseResult,
   options: { omit?: string[]; replace?: Record<string, Uint8Array | string> } = {},
 ) {
   for (const name of [ARCHIVE, BINARY, CHECKSUMS_NAME, INSTALLER_NAME]) {
     if (options.omit?.includes(name)) continue;
     const replacement = options.replace?.[name];
-    if (replacement === undefined) linkOrCopy(join(buildDir, name), join(fx.www, name));
+    if (replacement === undefined) linkOrCopy(join(from.outdir, name), join(fx.www, name));
     else writeFileSync(join(fx.www, name), replacement); // a new file: never write through a link
   }
 }
@@ -175,14 +191,20 @@ function expectUntouched(old: { path: string; content: string; ino: number }) {
   expect(statSync(old.path).ino).toBe(old.ino);
 }
 
-async function expectWorkingBinary(path: string) {
+/** `path` is the binary of release `from`, installed executable, and it answers --version. */
+async function expectWorkingBinary(path: string, from: ReleaseResult) {
   const stat = statSync(path);
   expect(stat.isFile()).toBe(true);
   expect(stat.mode & 0o777).toBe(0o755);
-  expect(sha256Hex(readFileSync(path))).toBe(binarySha);
+  expect(sha256File(path)).toBe(binarySha.get(from) as string);
   const version = await run([path, "--version"], { cwd: join(path, "..") });
   expect(version.code).toBe(0);
   expect(`${version.stdout}${version.stderr}`).toContain(VERSION);
+}
+
+/** A text field of the first ustar header in `tar`, up to its NUL. */
+function tarField(tar: Uint8Array, offset: number, length: number): string {
+  return new TextDecoder().decode(tar.subarray(offset, offset + length)).replace(/\0.*$/s, "");
 }
 
 /** The first balanced {...} block after `label` in `text`. */
@@ -243,7 +265,7 @@ describe.skipIf(TEST_TARGET === undefined)(`release build for ${target}`, () => 
       const match = line.match(/^([0-9a-f]{64}) {2}(\S+)$/);
       expect(match).not.toBeNull();
       const [, sum, name] = match as RegExpMatchArray;
-      expect(sha256Hex(readFileSync(join(buildDir, name as string)))).toBe(sum as string);
+      expect(sha256File(join(buildDir, name as string))).toBe(sum as string);
     }
     if (Bun.which("sha256sum")) {
       const check = await run(["sha256sum", "-c", CHECKSUMS_NAME], { cwd: buildDir });
@@ -254,8 +276,7 @@ describe.skipIf(TEST_TARGET === undefined)(`release build for ${target}`, () => 
     const archive = readFileSync(join(buildDir, ARCHIVE));
     expect([...archive.subarray(4, 8)]).toEqual([0, 0, 0, 0]); // gzip MTIME
     const tar = Bun.gunzipSync(archive);
-    const field = (offset: number, length: number) =>
-      new TextDecoder().decode(tar.subarray(offset, offset + length)).replace(/\0.*$/s, "");
+    const field = (offset: number, length: number) => tarField(tar, offset, length);
     expect(field(0, 100)).toBe("repl-mcp");
     expect(Number.parseInt(field(100, 8), 8)).toBe(0o755);
     expect(Number.parseInt(field(108, 8), 8)).toBe(0);
@@ -265,15 +286,17 @@ describe.skipIf(TEST_TARGET === undefined)(`release build for ${target}`, () => 
     expect(size).toBe(statSync(join(buildDir, BINARY)).size);
     const next = 512 + Math.ceil(size / 512) * 512;
     expect(tar.subarray(next, next + 1024).every((byte) => byte === 0)).toBe(true);
-    expect(sha256Hex(tar.subarray(512, 512 + size))).toBe(binarySha);
+    expect(sha256Hex(tar.subarray(512, 512 + size))).toBe(binarySha.get(release) as string);
 
-    // Packing is deterministic: the same binary always gives the same archive.
+    // Packing is deterministic: the same binary always gives the same archive. Shown on the stand-in
+    // release, made by the same code: packing the real binary again would cost seconds of CPU.
+    const standInArchive = readFileSync(join(standIn.outdir, ARCHIVE));
     const repacked = await packExecutable(
       "repl-mcp",
-      readFileSync(join(buildDir, BINARY)),
-      Number(field(136, 12)),
+      readFileSync(join(standIn.outdir, BINARY)),
+      Number.parseInt(tarField(Bun.gunzipSync(standInArchive), 136, 12), 8),
     );
-    expect(sha256Hex(repacked)).toBe(sha256Hex(archive));
+    expect(sha256Hex(repacked)).toBe(sha256Hex(standInArchive));
   });
 
   slowTest("the published install.sh carries the shared code instead of sourcing it", () => {
@@ -328,7 +351,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
   for (const shell of SHELLS) {
     slowTest(`installs a working binary into ~/.local/bin (${shell})`, async () => {
       const fx = fixture();
-      publish(fx);
+      publish(fx, release);
       const server = serve(fx);
       const result = await install(fx, ["--base-url", `${server.url}/`], { shell });
       expect(result.stderr).toBe("");
@@ -336,7 +359,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
 
       const bin = defaultBin(fx);
       const installed = join(bin, "repl-mcp");
-      await expectWorkingBinary(installed);
+      await expectWorkingBinary(installed, release);
       expectNoTempFiles(fx, bin, ["repl-mcp"]);
       expect(server.requests).toEqual([`/${CHECKSUMS_NAME}`, `/${ARCHIVE}`]);
 
@@ -357,12 +380,12 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
     "the checkout's install.sh, which sources the plugin's fetch-release.sh, installs alike",
     async () => {
       const fx = fixture();
-      publish(fx);
+      publish(fx, standIn);
       const server = serve(fx);
       const result = await install(fx, ["--base-url", server.url], { script: CHECKOUT_INSTALL_SH });
       expect(result.stderr).toBe("");
       expect(result.code).toBe(0);
-      await expectWorkingBinary(join(defaultBin(fx), "repl-mcp"));
+      await expectWorkingBinary(join(defaultBin(fx), "repl-mcp"), standIn);
       expect(server.requests).toEqual([`/${CHECKSUMS_NAME}`, `/${ARCHIVE}`]);
       expectNoTempFiles(fx, defaultBin(fx), ["repl-mcp"]);
     },
@@ -372,13 +395,13 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
     "--dir and REPL_MCP_INSTALL_DIR choose the directory; a relative one is made absolute",
     async () => {
       const fx = fixture();
-      publish(fx);
+      publish(fx, standIn);
       const server = serve(fx);
 
       const relative = await install(fx, ["--dir", "tools/bin"], { env: { REPL_MCP_BASE_URL: server.url } });
       expect(relative.code).toBe(0);
       const relBin = join(fx.root, "tools", "bin");
-      await expectWorkingBinary(join(relBin, "repl-mcp"));
+      await expectWorkingBinary(join(relBin, "repl-mcp"), standIn);
       expect(relative.stdout).toContain(`claude mcp add repl-mcp -- ${join(relBin, "repl-mcp")}\n`);
 
       const envBin = join(fx.root, "env bin"); // a space: the Claude command line must quote it
@@ -390,7 +413,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
         },
       });
       expect(viaEnv.code).toBe(0);
-      await expectWorkingBinary(join(envBin, "repl-mcp"));
+      await expectWorkingBinary(join(envBin, "repl-mcp"), standIn);
       expect(viaEnv.stdout).toContain(`claude mcp add repl-mcp -- '${join(envBin, "repl-mcp")}'\n`);
       expect(viaEnv.stdout).not.toContain("not on your PATH");
       expect(listDir(defaultBin(fx))).toEqual([]);
@@ -402,7 +425,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
     "downloads from GitHub's latest release, or from the tag given by --version / REPL_MCP_VERSION",
     async () => {
       const fx = fixture();
-      publish(fx);
+      publish(fx, standIn);
       const original = readFileSync(installer(), "utf8");
       const repo = original.match(/^REPO="([^"]+)"$/m)?.[1];
       expect(repo).toBeDefined();
@@ -427,7 +450,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
         expect(result.code).toBe(0);
         expect(server.requests).toEqual([`${prefix}${CHECKSUMS_NAME}`, `${prefix}${ARCHIVE}`]);
       }
-      await expectWorkingBinary(join(defaultBin(fx), "repl-mcp"));
+      await expectWorkingBinary(join(defaultBin(fx), "repl-mcp"), standIn);
 
       const bad = await install(fx, ["--version", "1.0;rm"], { script });
       expectOneLineError(bad, "invalid version");
@@ -436,10 +459,10 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
 
   slowTest("a tampered archive is refused before anything is installed", async () => {
     const fx = fixture();
-    const tampered = new Uint8Array(readFileSync(join(buildDir, ARCHIVE)));
+    const tampered = new Uint8Array(readFileSync(join(standIn.outdir, ARCHIVE)));
     const middle = Math.floor(tampered.length / 2);
     tampered[middle] = (tampered[middle] as number) ^ 0xff;
-    publish(fx, { replace: { [ARCHIVE]: tampered } });
+    publish(fx, standIn, { replace: { [ARCHIVE]: tampered } });
     const server = serve(fx);
 
     const fresh = await install(fx, ["--base-url", server.url]);
@@ -456,11 +479,11 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
 
   slowTest("an archive without a checksum line is refused", async () => {
     const fx = fixture();
-    const sums = readFileSync(join(buildDir, CHECKSUMS_NAME), "utf8")
+    const sums = readFileSync(join(standIn.outdir, CHECKSUMS_NAME), "utf8")
       .split("\n")
       .filter((line) => !line.endsWith(`  ${ARCHIVE}`))
       .join("\n");
-    publish(fx, { replace: { [CHECKSUMS_NAME]: sums } });
+    publish(fx, standIn, { replace: { [CHECKSUMS_NAME]: sums } });
     const server = serve(fx);
     const old = preinstallOld(defaultBin(fx));
     const result = await install(fx, ["--base-url", server.url]);
@@ -473,7 +496,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
   slowTest("a verified archive whose binary does not run is not installed", async () => {
     const fx = fixture();
     const broken = await packExecutable("repl-mcp", new TextEncoder().encode("#!/bin/sh\nexit 3\n"));
-    publish(fx, {
+    publish(fx, standIn, {
       replace: { [ARCHIVE]: broken, [CHECKSUMS_NAME]: `${sha256Hex(broken)}  ${ARCHIVE}\n` },
     });
     const server = serve(fx);
@@ -486,7 +509,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
 
   slowTest("unsupported operating systems and architectures stop before downloading", async () => {
     const fx = fixture();
-    publish(fx);
+    publish(fx, standIn);
     const server = serve(fx);
     const old = preinstallOld(defaultBin(fx));
     const cases: Array<[Record<string, string>, string]> = [
@@ -507,7 +530,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
   slowTest("maps uname names to assets, and prefers arm64 under Rosetta 2", async () => {
     const fx = fixture();
     // An empty SHA256SUMS: every run stops at the checksum lookup, naming the asset it wanted.
-    publish(fx, { replace: { [CHECKSUMS_NAME]: "" } });
+    publish(fx, standIn, { replace: { [CHECKSUMS_NAME]: "" } });
     const server = serve(fx);
     const fakeBin = join(fx.root, "fake-bin");
     mkdirSync(fakeBin);
@@ -540,7 +563,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
 
   slowTest("a failed download stops with the HTTP status or the connection error", async () => {
     const fx = fixture();
-    publish(fx, { omit: [ARCHIVE] });
+    publish(fx, standIn, { omit: [ARCHIVE] });
     const server = serve(fx);
     const old = preinstallOld(defaultBin(fx));
 
@@ -562,7 +585,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
 
   slowTest("re-installing replaces the binary atomically", async () => {
     const fx = fixture();
-    publish(fx);
+    publish(fx, standIn);
     const server = serve(fx);
     const bin = defaultBin(fx);
     const old = preinstallOld(bin);
@@ -580,12 +603,12 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
     }
     const afterFirst = statSync(join(bin, "repl-mcp"));
     expect(afterFirst.ino).not.toBe(old.ino);
-    await expectWorkingBinary(join(bin, "repl-mcp"));
+    await expectWorkingBinary(join(bin, "repl-mcp"), standIn);
 
     const second = await install(fx, ["--base-url", server.url]);
     expect(second.code).toBe(0);
     expect(statSync(join(bin, "repl-mcp")).ino).not.toBe(afterFirst.ino);
-    await expectWorkingBinary(join(bin, "repl-mcp"));
+    await expectWorkingBinary(join(bin, "repl-mcp"), standIn);
     expectNoTempFiles(fx, bin, ["repl-mcp"]);
   });
 
@@ -595,7 +618,9 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
   ] as const) {
     slowTest(`an interrupted download (${signal}) cleans up and installs nothing`, async () => {
       const fx = fixture();
-      publish(fx);
+      publish(fx, standIn);
+      // The server stalls after the first chunk: the archive must be larger, or the download would end.
+      expect(statSync(join(fx.www, ARCHIVE)).size).toBeGreaterThan(FIRST_CHUNK_BYTES);
       const server = serve(fx);
       const hold = server.holdAfterFirstChunk(`/${ARCHIVE}`);
       let pid = 0;
@@ -631,13 +656,13 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
       return;
     }
     const fx = fixture();
-    publish(fx);
+    publish(fx, standIn);
     const server = serve(fx);
     const path = toolDir(fx, "tools", [...BASE_TOOLS, "wget", "shasum"]);
     const result = await install(fx, ["--base-url", server.url], { env: { PATH: path } });
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
-    await expectWorkingBinary(join(defaultBin(fx), "repl-mcp"));
+    await expectWorkingBinary(join(defaultBin(fx), "repl-mcp"), standIn);
     expect(server.requests).toEqual([`/${CHECKSUMS_NAME}`, `/${ARCHIVE}`]);
 
     const failing = await install(fx, ["--base-url", `${server.url}/missing`], { env: { PATH: path } });
@@ -647,7 +672,7 @@ describe.skipIf(TEST_TARGET === undefined)("install.sh", () => {
 
   slowTest("without curl or wget it says so", async () => {
     const fx = fixture();
-    publish(fx);
+    publish(fx, standIn);
     const server = serve(fx);
     const path = toolDir(fx, "tools", [...BASE_TOOLS, "sha256sum"]);
     const result = await install(fx, ["--base-url", server.url], { env: { PATH: path } });
