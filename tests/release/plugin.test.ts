@@ -2,11 +2,15 @@
 // Claude Code (the devDependency) in an isolated HOME adding the repository as a marketplace, installing
 // the plugin and connecting to its server. The launcher must fetch and verify the release once, exec it,
 // never touch the network again, and refuse a tampered asset in one line with nothing installed.
+//
+// Every test serves the real release except the one about the GitHub URL the launcher fetches from: it
+// installs the stand-in release (support.ts), as installing the real binary once more costs a second and a
+// half of CPU and shows nothing the first start does not.
 import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, mkdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import marketplace from "../../.claude-plugin/marketplace.json" with { type: "json" };
-import { packExecutable, sha256Hex } from "../../release/archive.ts";
+import { packExecutable } from "../../release/archive.ts";
 import plugin from "../../release/plugin/.claude-plugin/plugin.json" with { type: "json" };
 import { archiveAssetName, CHECKSUMS_NAME } from "../../release/release.ts";
 import { Harness, taggedPids, waitFor } from "../support/harness.ts";
@@ -18,6 +22,7 @@ import {
   ROOT,
   removeTree,
   run,
+  sha256File,
   sharedTestRelease,
   TEST_TARGET,
   VERSION,
@@ -32,10 +37,12 @@ const ARCHIVE = archiveAssetName(target);
 const ERROR_PREFIX = "repl-mcp launcher: error: ";
 
 let buildDir = "";
+let standInDir = "";
 
 beforeAll(async () => {
   if (TEST_TARGET === undefined) return;
   buildDir = (await sharedTestRelease(target)).outdir;
+  standInDir = (await sharedTestRelease(target, { standIn: true })).outdir;
 }, 240_000);
 
 interface Fixture {
@@ -57,14 +64,18 @@ afterEach(() => {
   }
 });
 
-/** A fresh HOME and cache, and a mirror serving the release (optionally with a tampered archive). */
+/**
+ * A fresh HOME and cache, and a mirror serving the release (or the stand-in release; optionally with a
+ * tampered archive).
+ */
 async function fixture(
-  options: { tamper?: boolean; mounts?: (www: string) => Record<string, string> } = {},
+  options: { standIn?: boolean; tamper?: boolean; mounts?: (www: string) => Record<string, string> } = {},
 ): Promise<Fixture> {
   const root = makeTempDir("repl-mcp-plugin-");
   const [home, tmp, www] = ["home", "tmp", "www"].map((name) => join(root, name)) as [string, string, string];
   for (const dir of [home, tmp, www]) mkdirSync(dir);
-  for (const name of [CHECKSUMS_NAME, ARCHIVE]) linkOrCopy(join(buildDir, name), join(www, name));
+  const from = options.standIn ? standInDir : buildDir;
+  for (const name of [CHECKSUMS_NAME, ARCHIVE]) linkOrCopy(join(from, name), join(www, name));
   if (options.tamper) {
     // A well-formed archive whose repl-mcp works (it runs the real one): only the checksum can tell.
     const trojan = `#!/bin/sh\nexec ${join(buildDir, `repl-mcp-${target}`)} "$@"\n`;
@@ -134,9 +145,7 @@ describe.skipIf(TEST_TARGET === undefined)("the launcher", () => {
     expect(fx.server.requests).toEqual([`/${CHECKSUMS_NAME}`, `/${ARCHIVE}`]);
     expect(listDir(installedDir(fx))).toEqual(["repl-mcp"]);
     expect(statSync(installed(fx)).mode & 0o777).toBe(0o755);
-    expect(sha256Hex(readFileSync(installed(fx)))).toBe(
-      sha256Hex(readFileSync(join(buildDir, `repl-mcp-${target}`))),
-    );
+    expect(sha256File(installed(fx))).toBe(sha256File(join(buildDir, `repl-mcp-${target}`)));
     expect(listDir(fx.tmp)).toEqual([]);
 
     // Later starts use the cache and make no request at all, even with the mirror gone.
@@ -178,7 +187,7 @@ describe.skipIf(TEST_TARGET === undefined)("the launcher", () => {
     )?.[1];
     expect(repo).toBeDefined();
     const prefix = `/${repo}/releases/download/v${VERSION}/`;
-    const fx = await fixture({ mounts: (www) => ({ [prefix]: www }) });
+    const fx = await fixture({ standIn: true, mounts: (www) => ({ [prefix]: www }) });
     // A copy of the scripts whose GitHub constant points at the mirror; nothing else changes.
     const scripts = join(fx.root, "scripts");
     cpSync(join(PLUGIN_DIR, "scripts"), scripts, { recursive: true });
