@@ -7,11 +7,19 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { sha256Hex } from "../../release/archive.ts";
 import { MAIN_PACKAGE, platformPackageName } from "../../release/npm.ts";
 import type { ReleaseResult } from "../../release/release.ts";
 import { Harness, waitFor } from "../support/harness.ts";
-import { makeTempDir, ROOT, removeTree, run, sharedTestRelease, TEST_TARGET, VERSION } from "./support.ts";
+import {
+  makeTempDir,
+  ROOT,
+  removeTree,
+  run,
+  sha256File,
+  sharedTestRelease,
+  TEST_TARGET,
+  VERSION,
+} from "./support.ts";
 
 const NODE = Bun.which("node");
 const NPM = Bun.which("npm");
@@ -142,7 +150,7 @@ function npxInstall(): string {
   return join(root, dirs[0] as string, "node_modules");
 }
 
-const builtBinarySha = () => sha256Hex(readFileSync(join(release.outdir, `repl-mcp-${target}`)));
+const builtBinarySha = () => sha256File(join(release.outdir, `repl-mcp-${target}`));
 
 describe.skipIf(UNAVAILABLE !== undefined)("npx -y repl-mcp", () => {
   test("the published packages: a main package without scripts, and a platform package with the binary", async () => {
@@ -176,7 +184,7 @@ describe.skipIf(UNAVAILABLE !== undefined)("npx -y repl-mcp", () => {
     const modules = npxInstall();
     const bin = join(modules, ".bin", "repl-mcp");
     expect(readlinkSync(bin)).toBe(`../${PLATFORM_PACKAGE}/repl-mcp`);
-    expect(sha256Hex(readFileSync(realpathSync(bin)))).toBe(builtBinarySha());
+    expect(sha256File(realpathSync(bin))).toBe(builtBinarySha());
   }, 300_000);
 
   test("an MCP session through the command line of a client configuration", async () => {
