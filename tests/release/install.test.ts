@@ -59,7 +59,7 @@ const ARCHIVE = archiveAssetName(target);
 const BINARY = binaryAssetName(target);
 const ERROR_PREFIX = "repl-mcp install: error: ";
 
-/** Each install moves a ~100 MiB binary around, several times in some tests: allow for slow disks. */
+/** An install of the real release moves a ~100 MiB binary around several times: allow for slow disks. */
 function slowTest(name: string, fn: () => Promise<void>) {
   test(name, fn, 180_000);
 }
