@@ -271,7 +271,7 @@ describe.skipIf(noSecondHost !== undefined)("on a second host", () => {
       const calls = new PeerCalls();
       let h: Harness | undefined;
       try {
-        expect(new URL(server.url).hostname).toBe(host?.address);
+        expect(new URL(server.url).hostname).toBe((host as SecondHost).address);
         h = await serverFor(server.url, server.token, calls);
         // Plain http to an address other than loopback is said plainly.
         const health = (await h.call("python_health")).structuredContent;
