@@ -51,12 +51,22 @@ async function startServer(
   });
 }
 
+// One Jupyter server for the tests that leave it running (a start costs the Jupyter server a second of
+// CPU); the test that crashes its server has one of its own.
+let shared: JupyterServer | undefined;
+beforeAll(async () => {
+  if (noJupyter === undefined) shared = await JupyterServer.start();
+}, 60_000);
+afterAll(async () => {
+  if (shared) expect(await shared.stopListing()).toEqual([]);
+}, 60_000);
+
 describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults", () => {
   let jupyter: JupyterServer;
   let h: Harness;
   let fake: ReturnType<typeof Bun.serve> | undefined;
   beforeAll(async () => {
-    jupyter = await JupyterServer.start();
+    jupyter = shared as JupyterServer;
     // A kernelspec that is not Python: refused before any kernel starts.
     const specs = join(jupyter.root, ".local/share/jupyter/kernels/notpython");
     mkdirSync(specs, { recursive: true });
@@ -111,7 +121,7 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
   afterAll(async () => {
     await h?.close();
     fake?.stop(true);
-    if (jupyter) expect(await jupyter.stopListing()).toEqual([]);
+    if (jupyter) expect(await jupyter.kernels()).toEqual([]);
   }, 60_000);
 
   test("bad arguments are -32602 or a coded error, and open nothing", async () => {
@@ -217,8 +227,10 @@ describe.skipIf(noJupyter !== undefined)("kernel sessions: bad input and faults"
     expect(await jupyter.kernels()).toEqual([left]);
     const next = await startServer(jupyter, home);
     try {
+      // Each look is a request the Jupyter server answers in Python: not every 25 ms.
       await waitFor(async () => (await jupyter.kernels()).length === 0, {
         timeoutMs: 20_000,
+        intervalMs: 100,
         what: "the kernel left behind to be shut down",
       });
     } finally {
@@ -257,7 +269,7 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter server dies during a run",
 
 describe.skipIf(noJupyter !== undefined)("the connection blips during a run", () => {
   test("the session reconnects, the run's end arrives, nothing runs twice", async () => {
-    const jupyter = await JupyterServer.start();
+    const jupyter = shared as JupyterServer;
     const proxy = TcpProxy.start(Number(new URL(jupyter.url).port));
     const h = await startServer(jupyter, undefined, proxy.url);
     try {
@@ -278,7 +290,7 @@ describe.skipIf(noJupyter !== undefined)("the connection blips during a run", ()
     } finally {
       await h.close();
       proxy.stop();
-      expect(await jupyter.stopListing()).toEqual([]);
+      expect(await jupyter.kernels()).toEqual([]);
     }
   }, 60_000);
 });

@@ -140,8 +140,14 @@ describe.skipIf(noJupyter !== undefined)("the worker's engine in a Jupyter kerne
   }, 60_000);
 
   test("an interrupt stops a running cell, and the namespace stays", async () => {
-    const running = runCell(kernel, "import time\ntime.sleep(30)");
-    await Bun.sleep(1_500);
+    // Interrupted once its first output shows the cell runs, not after a pause long enough for that.
+    let printed = () => {};
+    const runs = new Promise<void>((resolve) => (printed = resolve));
+    const running = runCell(kernel, "import time\nprint('sleeping', flush=True)\ntime.sleep(30)", (frame) => {
+      if (frame.type === "output") printed();
+      return undefined;
+    });
+    await Promise.race([runs, running]);
     await kernel.interrupt();
     const stopped = await running;
     expect(stopped.result).toMatchObject({ success: false, interrupted: true, state: "preserved" });

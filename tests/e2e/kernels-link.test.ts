@@ -54,12 +54,17 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter link", () => {
       expect(await running()).toContain(kernel.id);
 
       const streams: string[] = [];
+      // Interrupted once its output shows the cell runs, not after a pause long enough for that.
+      let printed = () => {};
+      const runs = new Promise<void>((resolve) => (printed = resolve));
       const sleeping = kernel.execute("import time\nprint('before', flush=True)\ntime.sleep(30)", {
         onIopub: (message) => {
-          if (message.msgType === "stream") streams.push(String(message.content.text));
+          if (message.msgType !== "stream") return;
+          streams.push(String(message.content.text));
+          printed();
         },
       });
-      await Bun.sleep(1_000);
+      await Promise.race([runs, sleeping]);
       const started = performance.now();
       await kernel.interrupt();
       expect((await sleeping).status).toBe("error");

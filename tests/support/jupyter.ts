@@ -10,6 +10,13 @@ import type { SecondHost } from "./netns.ts";
 
 const SYSTEM_PYTHON = "/usr/bin/python3";
 
+/**
+ * jupyter_server 1.x imports the notebook package where it is installed (to check the contents manager
+ * class), which imports distutils; setuptools' stand-in for distutils loads all of setuptools, a fifth of
+ * the server's start in CPU. The standard library's distutils serves it as well.
+ */
+export const LEAN_START = { SETUPTOOLS_USE_DISTUTILS: "stdlib" };
+
 /** Why a Jupyter Server cannot run here, or undefined. */
 export function jupyterMissing(): string | undefined {
   const probe = Bun.spawnSync([SYSTEM_PYTHON, "-c", "import jupyter_server, ipykernel"], {
@@ -79,7 +86,7 @@ export class JupyterServer {
     const proc = Bun.spawn(host ? host.wrap(command) : command, {
       cwd: dir,
       // Its own home and runtime directory: nothing of the machine's Jupyter configuration applies.
-      env: { PATH: "/usr/bin:/bin", HOME: dir, JUPYTER_RUNTIME_DIR: join(dir, "runtime") },
+      env: { PATH: "/usr/bin:/bin", HOME: dir, JUPYTER_RUNTIME_DIR: join(dir, "runtime"), ...LEAN_START },
       stdout: "ignore",
       stderr: "ignore",
     });

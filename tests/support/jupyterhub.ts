@@ -8,6 +8,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, write
 import { createServer, type Server } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { taggedPids, tempDir, waitFor } from "./harness.ts";
+import { LEAN_START } from "./jupyter.ts";
 
 const SYSTEM_PYTHON = "/usr/bin/python3";
 const JUPYTERHUB = "/usr/bin/jupyterhub";
@@ -88,7 +89,8 @@ c.JupyterHub.spawner_class = 'jupyterhub.spawner.SimpleLocalProcessSpawner'
 c.SimpleLocalProcessSpawner.home_dir_template = ${py(join(dir, "home", "{username}"))}
 c.Spawner.cmd = [${py(SINGLEUSER)}]
 c.Spawner.args = ['--allow-root']
-c.Spawner.environment = {'JUPYTERHUB_SINGLEUSER_APP': 'jupyter_server.serverapp.ServerApp'}
+# The single-user server starts as lean as the tests' own Jupyter Servers (tests/support/jupyter.ts).
+c.Spawner.environment = ${JSON.stringify({ JUPYTERHUB_SINGLEUSER_APP: "jupyter_server.serverapp.ServerApp", ...LEAN_START })}
 c.Spawner.env_keep = ['PATH', 'LANG', 'LC_ALL', ${py(TAG_VARIABLE)}]
 c.Spawner.start_timeout = 60
 c.Spawner.http_timeout = 60
