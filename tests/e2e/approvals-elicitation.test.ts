@@ -3,11 +3,11 @@
 // allow once, allow for the session, deny, decline, no answer in time, cancel while waiting, two calls
 // waiting at once, a python_start run asked on its next poll, artifact_forward, and input()/getpass().
 // The peer's own call log says what was really sent.
-import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeEach, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/client";
-import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
+import { type Era, Harness, type ToolResult, waitFor } from "../support/harness.ts";
 import { PeerCalls } from "../support/peer-calls.ts";
 
 interface Asked {
@@ -19,21 +19,37 @@ type Answer = { action: "accept"; content: Record<string, unknown> } | { action:
 /** How the fake person answers one elicitation; a promise that never settles is a person who does not. */
 type Person = (asked: Asked) => Answer | Promise<Answer>;
 
-let h: Harness | undefined;
-const cleanups: (() => void)[] = [];
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
-  for (const cleanup of cleanups.splice(0)) cleanup();
-});
+/** What a test drives: a server's default session, or a session of its own on the era's shared server. */
+interface Seat {
+  readonly project: string;
+  readonly client: Client;
+  run(code: string, args?: Record<string, unknown>): Promise<Record<string, any>>;
+  call(name: string, args?: Record<string, unknown>): Promise<ToolResult>;
+  sessionId(): Promise<string>;
+}
 
-let era: "legacy" | "modern" = "legacy";
+/** The person of the test now running, and the forms it was shown (a shared server's client asks it). */
+interface Asking {
+  person: Person;
+  asked: Asked[];
+}
 
-async function start(person: Person, options: { args?: string[]; approve?: unknown; forms?: boolean } = {}) {
-  const calls = new PeerCalls();
-  cleanups.push(() => calls.remove());
-  const asked: Asked[] = [];
-  h = await Harness.start({
+function answerForms(client: Client, asking: () => Asking) {
+  client.setRequestHandler("elicitation/create", async (request, ctx) => {
+    // Taken when the form arrives: a form a finished test left open still goes to that test's person.
+    const { person, asked } = asking();
+    const params = request.params as { message: string; requestedSchema: Asked["schema"] };
+    const one: Asked = { message: params.message, schema: params.requestedSchema, aborted: false };
+    ctx.mcpReq.signal.addEventListener("abort", () => {
+      one.aborted = true;
+    });
+    asked.push(one);
+    return (await person(one)) as never;
+  });
+}
+
+async function startServer(calls: PeerCalls, options: StartOptions, asking: () => Asking) {
+  return await Harness.start({
     era,
     args: options.args,
     capabilities: options.forms === false ? {} : { elicitation: { form: {} } },
@@ -43,20 +59,91 @@ async function start(person: Person, options: { args?: string[]; approve?: unkno
         JSON.stringify({ mcpServers: { typed: calls.entry({ approve: options.approve ?? "writes" }) } }),
       ),
     beforeConnect: (client: Client) => {
-      if (options.forms === false) return;
-      client.setRequestHandler("elicitation/create", async (request, ctx) => {
-        const params = request.params as { message: string; requestedSchema: Asked["schema"] };
-        const one: Asked = { message: params.message, schema: params.requestedSchema, aborted: false };
-        ctx.mcpReq.signal.addEventListener("abort", () => {
-          one.aborted = true;
-        });
-        asked.push(one);
-        return (await person(one)) as never;
-      });
+      if (options.forms !== false) answerForms(client, asking);
     },
   });
-  const received = () => calls.tools();
-  return { harness: h, received, asked };
+}
+
+let era: Era = "legacy";
+
+// A test that needs no options of its own gets a new session on one server per era, kept for the file:
+// what it checks (the forms, the journal, the peer's calls, what the session allows) is the session's, and
+// a server and its peer cost as much CPU to start as the test itself. The journal and the peer's log are
+// read from where the test's session began.
+interface Shared {
+  harness: Harness;
+  calls: PeerCalls;
+  asking: Asking;
+}
+const shared = new Map<Era, Promise<Shared>>();
+afterAll(async () => {
+  for (const server of shared.values()) {
+    const { harness, calls } = await server;
+    await harness.close();
+    calls.remove();
+  }
+});
+
+function sharedServer(): Promise<Shared> {
+  let server = shared.get(era);
+  if (!server) {
+    const calls = new PeerCalls();
+    const asking: Asking = { person: never, asked: [] };
+    server = startServer(calls, {}, () => asking).then((harness) => ({ harness, calls, asking }));
+    shared.set(era, server);
+  }
+  return server;
+}
+
+let own: Harness | undefined;
+const cleanups: (() => unknown)[] = [];
+afterEach(async () => {
+  await own?.close();
+  own = undefined;
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+interface StartOptions {
+  args?: string[];
+  approve?: unknown;
+  forms?: boolean;
+  /** On the shared server, its default session (the one a 2025-11-25 client uses without naming it). */
+  defaultSession?: boolean;
+}
+
+async function start(person: Person, options: StartOptions = {}) {
+  const asked: Asked[] = [];
+  if (options.args || options.approve !== undefined || options.forms === false) {
+    const calls = new PeerCalls();
+    cleanups.push(() => calls.remove());
+    own = await startServer(calls, options, () => ({ person, asked }));
+    return { harness: own as Seat, received: () => calls.tools(), asked };
+  }
+  const { harness, calls, asking } = await sharedServer();
+  asking.person = person;
+  asking.asked = asked;
+  const before = calls.tools().length;
+  if (options.defaultSession)
+    return { harness: harness as Seat, received: () => calls.tools().slice(before), asked };
+  const opened = await harness.call("python_session_open", { name: "test", project: harness.project });
+  const id = opened.structuredContent.session_id as string;
+  cleanups.push(() => harness.call("python_session_close", { session_id: id }));
+  const seat: Seat = {
+    project: harness.project,
+    client: harness.client,
+    run: async (code, args = {}) =>
+      (await harness.call("execute_python", { session_id: id, code, ...args })).structuredContent,
+    call: (name, args) => harness.call(name, args),
+    sessionId: async () => id,
+  };
+  return { harness: seat, received: () => calls.tools().slice(before), asked };
+}
+
+/** Runs a cell and returns its value, failing the test with the cell's error and stderr if it failed. */
+async function value(seat: Seat, code: string) {
+  const result = await seat.run(code);
+  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
+  return result.value;
 }
 
 const accept = (decision: string): Answer => ({ action: "accept", content: { decision } });
@@ -74,7 +161,7 @@ const outcome = (call: string) =>
   ].join("\n");
 
 /** Polls (without waiting for the answers: the one that carries a question returns once it is settled). */
-async function pollUntilAsked(harness: Harness, sid: string, runId: string, asked: () => boolean) {
+async function pollUntilAsked(harness: Seat, sid: string, runId: string, asked: () => boolean) {
   const polls: Promise<unknown>[] = [];
   await waitFor(
     () => {
@@ -87,10 +174,12 @@ async function pollUntilAsked(harness: Harness, sid: string, runId: string, aske
   return polls;
 }
 
-const journal = (harness: Harness) =>
+/** The journal records of the seat's session (a shared server's journal holds the other tests' too). */
+const journal = async (seat: Seat) =>
   value(
-    harness,
-    "[(r['tool'], r['status'], (r.get('approval') or {}).get('decision'), (r.get('approval') or {}).get('channel')) for r in mcp.journal()]",
+    seat,
+    "[(r['tool'], r['status'], (r.get('approval') or {}).get('decision'), (r.get('approval') or {}).get('channel')) " +
+      `for r in mcp.journal() if r['session_id'] == ${JSON.stringify(await seat.sessionId())}]`,
   );
 
 for (const which of ["legacy", "modern"] as const) {
@@ -100,7 +189,8 @@ for (const which of ["legacy", "modern"] as const) {
     });
 
     test("allow once: the form names the call and its arguments; each call is asked; the journal says who allowed", async () => {
-      const { harness, received, asked } = await start(() => accept("allow_once"));
+      // The one test in the shared server's default session: no other test uses it.
+      const { harness, received, asked } = await start(() => accept("allow_once"), { defaultSession: true });
       expect(await value(harness, outcome("mcp.typed.create_issue(title='first')"))).toEqual(["ok"]);
       expect(await value(harness, outcome("mcp.typed.create_issue(title='second')"))).toEqual(["ok"]);
       expect(received()).toEqual(["create_issue", "create_issue"]);

@@ -1,10 +1,11 @@
 // Artifacts through the tools: the store's bounds and ownership, ranges, byte-exact saves, and forwarding
 // to a real downstream MCP server, all against the compiled binary.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { createHash } from "node:crypto";
 import {
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -22,22 +23,87 @@ const UNKNOWN = "Artifact unknown, expired, evicted or belongs to another sessio
 const MiB = 1024 * 1024;
 
 let h: Harness | undefined;
-const cleanups: (() => void)[] = [];
+const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   await h?.close();
   h = undefined;
-  for (const cleanup of cleanups.splice(0)) cleanup();
+  for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
-async function start(servers?: Record<string, unknown>) {
-  h = await Harness.start({
-    beforeStart: (project) => {
-      if (servers) writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: servers }));
-    },
-  });
+/** A server of the test's own, for the tests about the whole store (its descriptors, bounds, I/O jobs). */
+async function start() {
+  h = await Harness.start();
   const sid: string = (await h.health()).server.session_id;
   return { harness: h, sid };
 }
+
+const peer = (env: Record<string, string> = {}, extra: Record<string, unknown> = {}) => ({
+  command: process.execPath,
+  args: [STDIO_PEER],
+  env,
+  ...extra,
+});
+
+// The tests that neither count the whole store nor fill it share one server, each in a session of its
+// own with a scratch directory of its own: a server and a peer cost more CPU to start than such a test.
+// What they check is their session's (its artifacts, its journal records, the peer's log since it began).
+// Its registry has every peer they use; only the ones a test calls are started.
+const SHARED_LOG = {
+  PEER_CALL_LOG: join(tmpdir(), `peer-calls-${crypto.randomUUID()}`),
+  PEER_CANCEL_LOG: join(tmpdir(), `peer-cancels-${crypto.randomUUID()}`),
+};
+let shared: Promise<Harness> | undefined;
+afterAll(async () => {
+  if (shared) await (await shared).close();
+  for (const log of Object.values(SHARED_LOG)) rmSync(log, { force: true });
+});
+
+function sharedServer(): Promise<Harness> {
+  shared ??= Harness.start({
+    beforeStart: (project) =>
+      writeFileSync(
+        join(project, ".mcp.json"),
+        JSON.stringify({
+          mcpServers: {
+            peer: peer(SHARED_LOG),
+            limited: peer({}, { allowedTools: ["receive"] }),
+            // A peer that never answers initialize: a forward to it waits in connect, before any dispatch.
+            mute: { command: "sleep", args: ["30"] },
+          },
+        }),
+      ),
+  });
+  return shared;
+}
+
+/**
+ * The shared server, a scratch directory, and a session of the test's own (or, with `defaultSession`, the
+ * server's default session, which no test creates artifacts in).
+ */
+async function seat({ defaultSession = false } = {}) {
+  const harness = await sharedServer();
+  const dir = mkdtempSync(join(harness.dir, "test-"));
+  if (defaultSession) return { harness, dir, sid: (await harness.health()).server.session_id as string };
+  const opened = await harness.call("python_session_open", { name: "test", project: harness.project });
+  const sid = opened.structuredContent.session_id as string;
+  cleanups.push(() => harness.call("python_session_close", { session_id: sid }));
+  return { harness, dir, sid };
+}
+
+/** What the shared peer logged (`PEER_CALL_LOG` or `PEER_CANCEL_LOG`) since this was called. */
+function logSince(log: keyof typeof SHARED_LOG): () => string {
+  const read = () => (existsSync(SHARED_LOG[log]) ? readFileSync(SHARED_LOG[log], "utf8") : "");
+  const before = read().length;
+  return () => read().slice(before);
+}
+
+/** The journal as the client sees it (from the server's default session), of one session's calls. */
+const journal = async (harness: Harness, sessionId: string) =>
+  (
+    await harness.run(
+      `[(r['tool'], r['status']) for r in mcp.journal() if r['session_id'] == ${JSON.stringify(sessionId)}]`,
+    )
+  ).value;
 
 function readlinkSafe(path: string): string {
   try {
@@ -120,7 +186,7 @@ describe("the store", () => {
   });
 
   test("binary artifacts from a file read back in hex ranges; formats are checked on import", async () => {
-    const { harness, sid } = await start();
+    const { harness, sid } = await seat();
     const bytes = Buffer.from(Array.from({ length: 300 }, (_, i) => i % 256));
     writeFileSync(join(harness.project, "blob.bin"), bytes);
     const ref = await create(harness, sid, join(harness.project, "blob.bin"), "binary");
@@ -195,8 +261,8 @@ describe("the store", () => {
   }, 60_000);
 
   test("another session can neither read, save, forward nor delete; closing the owner removes them", async () => {
-    const { harness, sid } = await start();
-    const other = join(harness.dir, "other");
+    const { harness, dir, sid } = await seat({ defaultSession: true });
+    const other = join(dir, "other");
     mkdirSync(other);
     const opened = (await harness.call("python_session_open", { name: "other", project: other }))
       .structuredContent;
@@ -205,14 +271,14 @@ describe("the store", () => {
     expect(mine.size).toBe(6);
     for (const [tool, extra] of [
       ["artifact_read", {}],
-      ["artifact_save", { path: join(harness.dir, "stolen") }],
+      ["artifact_save", { path: join(dir, "stolen") }],
       ["artifact_delete", {}],
       ["artifact_forward", { server: "x", tool: "y", argument: "z" }],
     ] as const) {
       const result = await harness.call(tool, { session_id: sid, id: mine.id, ...extra });
       expect([tool, result.structuredContent.error]).toEqual([tool, UNKNOWN]);
     }
-    expect(existsSync(join(harness.dir, "stolen"))).toBe(false);
+    expect(existsSync(join(dir, "stolen"))).toBe(false);
     const own = await harness.call("artifact_read", { session_id: opened.session_id, id: mine.id });
     expect(own.structuredContent.content).toBe("secret");
     await harness.call("python_session_close", { session_id: opened.session_id });
@@ -242,9 +308,7 @@ describe("the store", () => {
   }, 60_000);
 
   test("output schemas validate real success and error payloads", async () => {
-    const { harness, sid } = await start({
-      peer: { command: process.execPath, args: [STDIO_PEER] },
-    });
+    const { harness, sid } = await seat();
     const listed = await harness.client.listTools();
     const validator = new AjvJsonSchemaValidator();
     const check = (tool: string, value: unknown) => {
@@ -280,22 +344,8 @@ describe("the store", () => {
 });
 
 describe("forwarding", () => {
-  const peer = (env: Record<string, string> = {}, extra: Record<string, unknown> = {}) => ({
-    command: process.execPath,
-    args: [STDIO_PEER],
-    env,
-    ...extra,
-  });
-  function tempLog(name: string): string {
-    const path = join(tmpdir(), `${name}-${crypto.randomUUID()}`);
-    cleanups.push(() => rmSync(path, { force: true }));
-    return path;
-  }
-  const journal = async (harness: Harness) =>
-    (await harness.run("[(r['tool'], r['status']) for r in mcp.journal()]")).value;
-
   test("as json, text and base64 under the named argument, with extra arguments kept", async () => {
-    const { harness, sid } = await start({ peer: peer() });
+    const { harness, sid } = await seat();
     writeFileSync(join(harness.project, "v.json"), '{"rows": [1, "two", null]}');
     writeFileSync(join(harness.project, "v.bin"), Buffer.from([0, 1, 254, 255]));
     const json = await create(harness, sid, "v.json", "json");
@@ -332,7 +382,7 @@ describe("forwarding", () => {
     const schema = await forward(json.id, "json", { arguments: { note: 5 } });
     expect(schema.isError).toBe(true);
     expect(schema.structuredContent.error).toContain("inputSchema");
-    expect(await journal(harness)).toEqual([
+    expect(await journal(harness, sid)).toEqual([
       ["receive", "completed"],
       ["receive", "completed"],
       ["receive", "completed"],
@@ -340,7 +390,7 @@ describe("forwarding", () => {
   }, 30_000);
 
   test("over 512 KiB is refused; allowedTools applies; the argument budget applies", async () => {
-    const { harness, sid } = await start({ peer: peer({}, { allowedTools: ["receive"] }) });
+    const { harness, sid } = await seat();
     writeFileSync(join(harness.project, "big.txt"), "a".repeat(512 * 1024 + 1));
     writeFileSync(join(harness.project, "mid.txt"), "a".repeat(300 * 1024));
     const big = await create(harness, sid, "big.txt", "text");
@@ -349,7 +399,7 @@ describe("forwarding", () => {
       harness.call("artifact_forward", {
         session_id: sid,
         id,
-        server: "peer",
+        server: "limited",
         tool,
         argument: "payload",
         format: "text",
@@ -359,14 +409,14 @@ describe("forwarding", () => {
     );
     expect((await forward(mid.id, "receive")).structuredContent.error).toContain("256 KiB budget");
     expect((await forward(mid.id, "echo")).structuredContent.error).toContain("allowedTools");
-    expect(await journal(harness)).toEqual([]);
+    expect(await journal(harness, sid)).toEqual([]);
   }, 30_000);
 
   test("a cancelled forward never writes late and is journaled outcome_unknown", async () => {
-    const calls = tempLog("peer-calls");
-    const cancels = tempLog("peer-cancels");
-    const { harness, sid } = await start({ peer: peer({ PEER_CALL_LOG: calls, PEER_CANCEL_LOG: cancels }) });
-    const marker = join(harness.dir, "written");
+    const calls = logSince("PEER_CALL_LOG");
+    const cancels = logSince("PEER_CANCEL_LOG");
+    const { harness, dir, sid } = await seat();
+    const marker = join(dir, "written");
     writeFileSync(join(harness.project, "path.txt"), marker);
     const ref = await create(harness, sid, "path.txt", "text");
     const controller = new AbortController();
@@ -384,23 +434,23 @@ describe("forwarding", () => {
       { signal: controller.signal },
     );
     pending.catch(() => {});
-    await waitFor(() => existsSync(calls) && readFileSync(calls, "utf8").includes("slow_write"), {
+    await waitFor(() => calls().includes("slow_write"), {
       timeoutMs: 10_000,
       what: "the forward to reach the peer",
     });
     controller.abort();
     await expect(pending).rejects.toThrow();
-    await waitFor(() => existsSync(cancels) && readFileSync(cancels, "utf8").includes("slow_write"), {
+    await waitFor(() => cancels().includes("slow_write"), {
       what: "the peer to hear the cancellation",
     });
     await Bun.sleep(2_500);
     expect(existsSync(marker)).toBe(false);
-    expect(await journal(harness)).toEqual([["slow_write", "outcome_unknown"]]);
+    expect(await journal(harness, sid)).toEqual([["slow_write", "outcome_unknown"]]);
   }, 30_000);
 
   test("a forward stopped before it was sent says so, and journals nothing", async () => {
-    // A peer that never answers initialize: the forward waits in connect, before any dispatch.
-    const { harness } = await start({ mute: { command: "sleep", args: ["30"] } });
+    // To the mute peer: the forward waits in connect, before any dispatch.
+    const harness = await sharedServer();
     const opened = (await harness.call("python_session_open", { name: "s", project: harness.project }))
       .structuredContent;
     writeFileSync(join(harness.project, "v.json"), "[1]");
@@ -416,15 +466,15 @@ describe("forwarding", () => {
     await harness.call("python_session_close", { session_id: opened.session_id });
     const result = await pending;
     expect(result.structuredContent.error).toBe("Forwarding cancelled before dispatch");
-    expect(await journal(harness)).toEqual([]);
+    expect(await journal(harness, opened.session_id)).toEqual([]);
   }, 30_000);
 
   test("closing the session during a forward reports it and journals outcome_unknown", async () => {
-    const calls = tempLog("peer-calls");
-    const { harness } = await start({ peer: peer({ PEER_CALL_LOG: calls }) });
+    const calls = logSince("PEER_CALL_LOG");
+    const { harness, dir } = await seat({ defaultSession: true });
     const opened = (await harness.call("python_session_open", { name: "s", project: harness.project }))
       .structuredContent;
-    const marker = join(harness.dir, "written");
+    const marker = join(dir, "written");
     writeFileSync(join(harness.project, "path.txt"), marker);
     const ref = await create(harness, opened.session_id, "path.txt", "text");
     const pending = harness.call("artifact_forward", {
@@ -436,7 +486,7 @@ describe("forwarding", () => {
       format: "text",
       arguments: { seconds: 2 },
     });
-    await waitFor(() => existsSync(calls) && readFileSync(calls, "utf8").includes("slow_write"), {
+    await waitFor(() => calls().includes("slow_write"), {
       timeoutMs: 10_000,
       what: "the forward to reach the peer",
     });
@@ -448,6 +498,6 @@ describe("forwarding", () => {
     );
     await Bun.sleep(2_500);
     expect(existsSync(marker)).toBe(false);
-    expect(await journal(harness)).toEqual([["slow_write", "outcome_unknown"]]);
+    expect(await journal(harness, opened.session_id)).toEqual([["slow_write", "outcome_unknown"]]);
   }, 30_000);
 });

@@ -55,6 +55,30 @@ async function venv(project: string, ...flags: string[]): Promise<void> {
   expect(made.code).toBe(0);
 }
 
+/** Unpacks the pip wheel ensurepip installs from into the running venv's site-packages; exit 3 without one. */
+const UNPACK_PIP = [
+  "import ensurepip, glob, os, sysconfig, zipfile",
+  "dirs = [sysconfig.get_config_var('WHEEL_PKG_DIR'), os.path.join(os.path.dirname(ensurepip.__file__), '_bundled')]",
+  "wheels = [w for d in dirs if d for w in glob.glob(os.path.join(d, 'pip-*.whl'))]",
+  "if not wheels:",
+  "    raise SystemExit(3)",
+  "zipfile.ZipFile(wheels[0]).extractall(sysconfig.get_path('purelib'))",
+].join("\n");
+
+/**
+ * A venv with pip: made by python3-venv, with pip unpacked from the very wheel ensurepip installs. Having
+ * ensurepip install pip and setuptools and compile them costs some 4 s of CPU, and these tests are about
+ * pip_install, not ensurepip. Where no such wheel is found, ensurepip does it after all.
+ */
+async function venvWithPip(project: string): Promise<void> {
+  await venv(project, "--without-pip");
+  const unpacked = await run([join(project, ".venv", "bin", "python"), "-c", UNPACK_PIP]);
+  if (unpacked.code === 0) return;
+  expect([unpacked.code, unpacked.stderr]).toEqual([3, ""]);
+  rmSync(project, { recursive: true, force: true });
+  await venv(project);
+}
+
 beforeAll(async () => {
   if (reason) return;
   dir = tempDir("repl-mcp-pip-");
@@ -64,46 +88,66 @@ beforeAll(async () => {
   mkdirSync(emptyPath);
   withPip = join(dir, "with-pip");
   withoutPip = join(dir, "without-pip");
-  await Promise.all([venv(withPip), venv(withoutPip, "--without-pip"), makeWheel("replmcp-tiny", "0.1.0")]);
+  await Promise.all([
+    venvWithPip(withPip),
+    venv(withoutPip, "--without-pip"),
+    makeWheel("replmcp-tiny", "0.1.0"),
+  ]);
 });
-afterAll(() => {
+afterAll(async () => {
+  if (offline) await (await offline).close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 let h: Harness | undefined;
+const cleanups: (() => unknown)[] = [];
 afterEach(async () => {
   await h?.close();
   h = undefined;
+  for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
-/** A server whose default session runs `python`, and a session opened on `project` (its .venv). */
-async function sessionOn(project: string, env: Record<string, string>) {
-  h = await Harness.start({ args: ["--python", SYSTEM_PYTHON], env });
-  const opened = await h.call("python_session_open", { name: "venv", project });
+// The tests that run offline with no uv on PATH share one server (whose default session runs the system
+// Python), each in a session of its own: a server costs more CPU to start than such a test's checks, and
+// the venvs they install into are shared by all tests anyway.
+let offline: Promise<Harness> | undefined;
+function offlineServer(): Promise<Harness> {
+  offline ??= Harness.start({ args: ["--python", SYSTEM_PYTHON], env: { ...OFFLINE, PATH: emptyPath } });
+  return offline;
+}
+
+/** A session opened on `project` (its .venv): on the offline server, or with `env` on a server of its own. */
+async function sessionOn(project: string, env?: Record<string, string>) {
+  const harness = env
+    ? await Harness.start({ args: ["--python", SYSTEM_PYTHON], env })
+    : await offlineServer();
+  if (env) h = harness;
+  const opened = await harness.call("python_session_open", { name: "venv", project });
   expect(opened.isError).toBe(false);
   const sessionId = opened.structuredContent.session_id as string;
-  const harness = h;
+  if (!env) cleanups.push(() => harness.call("python_session_close", { session_id: sessionId }));
   return (code: string, args: Record<string, unknown> = {}) =>
     harness.run(code, { session_id: sessionId, timeout: 300, ...args });
 }
 
 managed("an externally managed system Python refuses, says what to do, and installs nothing", async () => {
-  h = await Harness.start({ args: ["--python", SYSTEM_PYTHON], env: { ...OFFLINE, PATH: emptyPath } });
-  const refused = await h.run(`pip_install('replmcp-tiny', find_links=${JSON.stringify(wheels)})`);
+  // In the default session, which runs the system Python itself.
+  const server = await offlineServer();
+  const refused = await server.run(`pip_install('replmcp-tiny', find_links=${JSON.stringify(wheels)})`);
   expect(refused.success).toBe(false);
   expect(refused.error).toContain(
     `RuntimeError: Cannot install into ${SYSTEM_PYTHON}: it is an externally managed system Python (${marker}, PEP 668); nothing was installed.`,
   );
   expect(refused.error).toContain("-m venv .venv");
   expect(refused.error).toContain("python_session_open");
-  const installed = await h.run(
+  const installed = await server.run(
     "import importlib.metadata, importlib.util\n[importlib.util.find_spec('replmcp_tiny'), [d.metadata['Name'] for d in importlib.metadata.distributions() if d.metadata['Name'] == 'replmcp-tiny']]",
   );
   expect(installed.value).toEqual([null, []]);
 });
 
 real("an offline install from a wheel directory into the session's .venv, then an upgrade", async () => {
-  const cell = await sessionOn(withPip, { ...OFFLINE, PATH: emptyPath });
+  const cell = await sessionOn(withPip);
   const python = join(withPip, ".venv", "bin", "python");
   expect((await cell("import sys\nsys.executable")).value).toBe(python);
 
@@ -156,7 +200,7 @@ real("an offline install from a wheel directory into the session's .venv, then a
 });
 
 real("bad arguments are refused before anything runs", async () => {
-  const cell = await sessionOn(withPip, { ...OFFLINE, PATH: emptyPath });
+  const cell = await sessionOn(withPip);
   const refusals = await cell(
     [
       "out = []",
@@ -177,7 +221,7 @@ real("bad arguments are refused before anything runs", async () => {
 });
 
 real("an interpreter without pip, and no uv on PATH, is refused with what to do", async () => {
-  const cell = await sessionOn(withoutPip, { ...OFFLINE, PATH: emptyPath });
+  const cell = await sessionOn(withoutPip);
   const python = join(withoutPip, ".venv", "bin", "python");
   const refused = await cell(`pip_install('replmcp-tiny', find_links=${JSON.stringify(wheels)})`);
   expect(refused.success).toBe(false);

@@ -6,9 +6,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
+import { Harness, waitFor } from "../support/harness.ts";
 import { createIssueCell, PeerCalls } from "../support/peer-calls.ts";
-import { Browser, browserMissing, viewerOf } from "../support/viewer.ts";
+import { Browser, browserMissing, type ViewerAddress, viewerOf } from "../support/viewer.ts";
 
 const noBrowser = browserMissing();
 if (noBrowser) console.warn(`skipping the viewer's question tests: ${noBrowser}`);
@@ -16,11 +16,16 @@ if (noBrowser) console.warn(`skipping the viewer's question tests: ${noBrowser}`
 let browser: Browser;
 let harness: Harness | undefined;
 let pages: Page[] = [];
-const cleanups: (() => void)[] = [];
+const cleanups: (() => unknown)[] = [];
 beforeAll(async () => {
   if (!noBrowser) browser = await Browser.launch();
 });
 afterAll(async () => {
+  if (shared) {
+    const { h, calls } = await shared;
+    await h.close();
+    calls.remove();
+  }
   await browser?.close();
 });
 afterEach(async () => {
@@ -28,13 +33,21 @@ afterEach(async () => {
   pages = [];
   await harness?.close();
   harness = undefined;
-  for (const cleanup of cleanups.splice(0)) cleanup();
+  for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
-async function watched(options: Partial<Parameters<typeof Harness.start>[0]> = {}) {
-  const calls = new PeerCalls();
-  cleanups.push(() => calls.remove());
-  const h = await Harness.start({
+/** What a test runs cells through: a server's default session, or a session of its own. */
+type Seat = Pick<Harness, "run" | "callInSession">;
+
+/** Runs a cell and returns its value, failing the test with the cell's error and stderr if it failed. */
+async function value(seat: Seat, code: string) {
+  const result = await seat.run(code);
+  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
+  return result.value;
+}
+
+async function startViewer(calls: PeerCalls, options: Partial<Parameters<typeof Harness.start>[0]> = {}) {
+  return await Harness.start({
     ...options,
     args: ["--viewer"],
     beforeStart: (project) =>
@@ -43,27 +56,72 @@ async function watched(options: Partial<Parameters<typeof Harness.start>[0]> = {
         JSON.stringify({ mcpServers: { typed: calls.entry({ approve: ["create_*"] }) } }),
       ),
   });
-  harness = h;
-  const viewer = await viewerOf(h);
+}
+
+async function openPage(viewer: ViewerAddress): Promise<Page> {
   const page = await browser.context.newPage();
-  pages.push(page);
   await page.goto(viewer.url);
   await page.locator("#connection.live").waitFor();
+  return page;
+}
+
+/** A server of its own with a page on its viewer, for a test whose client is unlike the others'. */
+async function watched(options: Partial<Parameters<typeof Harness.start>[0]> = {}) {
+  const calls = new PeerCalls();
+  cleanups.push(() => calls.remove());
+  const h = await startViewer(calls, options);
+  harness = h;
+  const viewer = await viewerOf(h);
+  const page = await openPage(viewer);
+  pages.push(page);
   return { h, viewer, page, received: () => calls.tools() };
+}
+
+// The other tests share one server and one page on its viewer, each in a session of its own (the viewer
+// asks in every session): what they check is the session's (what it allows, its journal records) and the
+// page's questions, and a server, its peer and a page cost more CPU to start than such a test. The peer's
+// log is read from where the test began; a test that closes the page gets the next test a new one.
+let shared: Promise<{ h: Harness; viewer: ViewerAddress; calls: PeerCalls; page?: Page }> | undefined;
+
+async function seated() {
+  shared ??= (async () => {
+    const calls = new PeerCalls();
+    const h = await startViewer(calls);
+    return { h, calls, viewer: await viewerOf(h) };
+  })();
+  const server = await shared;
+  if (!server.page || server.page.isClosed()) server.page = await openPage(server.viewer);
+  const page = server.page;
+  // A question the previous test answered may still be leaving the page.
+  await waitFor(async () => (await page.locator(".question").count()) === 0, {
+    what: "the previous test's questions to leave the page",
+  });
+  const { h, calls, viewer } = server;
+  const opened = await h.call("python_session_open", { name: "test", project: h.project });
+  const session_id = opened.structuredContent.session_id as string;
+  cleanups.push(() => h.call("python_session_close", { session_id }));
+  const seat: Seat & { sessionId: string } = {
+    sessionId: session_id,
+    run: async (code, args = {}) =>
+      (await h.call("execute_python", { session_id, code, ...args })).structuredContent,
+    callInSession: (name, args = {}) => h.call(name, { session_id, ...args }),
+  };
+  const before = calls.tools().length;
+  return { h: seat, viewer, page, received: () => calls.tools().slice(before) };
 }
 
 const CALL = createIssueCell("from the page");
 
 describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
   test("the approval card shows the call; Allow once sends it once, Deny raises in the cell", async () => {
-    const { h, page, received } = await watched();
+    const { h, page, received } = await seated();
     const running = h.run(CALL);
     const card = page.locator(".question.approval");
     await card.waitFor();
     expect(await card.locator("h2").textContent()).toBe("Allow typed.create_issue?");
     expect(await card.locator("pre.arguments").textContent()).toContain('"title":"from the page"');
     // python_run (another request of the same client) says what the run waits for.
-    const live = (await h.call("python_run", {})).structuredContent as { waiting_for?: string };
+    const live = (await h.callInSession("python_run", {})).structuredContent as { waiting_for?: string };
     expect(live.waiting_for).toBe("approval of typed.create_issue");
     await card.getByRole("button", { name: "Allow once" }).click();
     expect((await running).value).toBe("sent");
@@ -77,7 +135,8 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
     expect(
       await value(
         h,
-        "[(r['status'], r['approval']['decision'], r['approval']['channel']) for r in mcp.journal()]",
+        "[(r['status'], r['approval']['decision'], r['approval']['channel']) for r in mcp.journal() " +
+          `if r['session_id'] == ${JSON.stringify(h.sessionId)}]`,
       ),
     ).toEqual([
       ["completed", "allow_once", "viewer"],
@@ -86,17 +145,20 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
   }, 90_000);
 
   test("Allow for the session: the next call goes without a card", async () => {
-    const { h, page, received } = await watched();
+    const { h, page, received } = await seated();
     const first = h.run(CALL);
-    await page.locator(".question.approval").getByRole("button", { name: "Allow for the session" }).click();
+    const card = page.locator(".question.approval");
+    await card.getByRole("button", { name: "Allow for the session" }).click();
     expect((await first).value).toBe("sent");
+    // Gone before the next call, so the count below is of what that call put on the page.
+    await card.waitFor({ state: "detached" });
     expect(await value(h, CALL)).toBe("sent");
     expect(received()).toEqual(["create_issue", "create_issue"]);
     expect(await page.locator(".question").count()).toBe(0);
   }, 90_000);
 
   test("a request without the token cannot answer; the card stays until the person does", async () => {
-    const { h, viewer, page, received } = await watched();
+    const { h, viewer, page, received } = await seated();
     const running = h.run(CALL);
     const card = page.locator(".question.approval");
     await card.waitFor();
@@ -120,7 +182,7 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
   }, 90_000);
 
   test("input() gets a text box and getpass() a password box; answers come back to the cell", async () => {
-    const { h, page } = await watched();
+    const { h, page } = await seated();
     const asking = h.run(
       "a = input('Your name? ')\nimport getpass\nb = getpass.getpass('Token: ')\n[a, len(b)]",
     );
@@ -141,21 +203,24 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
   }, 90_000);
 
   test("cancel while input() waits: the run stops at once and the card goes away", async () => {
-    const { h, page } = await watched();
+    const { h, page } = await seated();
     const started = await h.callInSession("python_start", { code: "name = input('Name? ')" });
     const runId = (started.structuredContent as { run_id: string }).run_id;
     await page.locator(".question.input").waitFor();
-    const live = (await h.call("python_run", { run_id: runId })).structuredContent as {
+    const live = (await h.callInSession("python_run", { run_id: runId })).structuredContent as {
       waiting_for?: string;
     };
     expect(live.waiting_for).toBe("an answer to input()");
     const asked = performance.now();
-    await h.call("python_cancel", { run_id: runId });
+    await h.callInSession("python_cancel", { run_id: runId });
     await page.locator(".question.input").waitFor({ state: "detached" });
     await waitFor(
       async () =>
-        ((await h.call("python_run", { run_id: runId })).structuredContent as { error_code?: string })
-          .error_code === "CANCELLED",
+        (
+          (await h.callInSession("python_run", { run_id: runId })).structuredContent as {
+            error_code?: string;
+          }
+        ).error_code === "CANCELLED",
       { timeoutMs: 10_000, what: "the cancelled result" },
     );
     // Well inside the approval timeout (300 s): the wait ended with the run.
@@ -190,7 +255,7 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
   }, 90_000);
 
   test("with the page closed nobody can be asked: the call is refused at once", async () => {
-    const { h, page, received } = await watched();
+    const { h, page, received } = await seated();
     await page.close();
     await waitFor(async () => (await value(h, CALL)) === "APPROVAL_REQUIRED", {
       timeoutMs: 15_000,

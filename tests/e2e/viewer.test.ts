@@ -13,8 +13,16 @@ const SYSTEM_PYTHON = "/usr/bin/python3";
 const SCREENSHOT = join(import.meta.dir, "../../docs/viewer.png");
 
 function pythonMissing(): string | undefined {
+  // Looked up, not imported: importing pandas and matplotlib here would cost more CPU than a test.
   const probe = existsSync(SYSTEM_PYTHON)
-    ? Bun.spawnSync([SYSTEM_PYTHON, "-c", "import matplotlib, pandas"], { stderr: "pipe" })
+    ? Bun.spawnSync(
+        [
+          SYSTEM_PYTHON,
+          "-c",
+          "import importlib.util as u, sys; sys.exit(not (u.find_spec('matplotlib') and u.find_spec('pandas')))",
+        ],
+        { stderr: "pipe" },
+      )
     : undefined;
   return probe?.exitCode === 0
     ? undefined
@@ -33,6 +41,7 @@ beforeAll(async () => {
   if (!noBrowser) browser = await Browser.launch();
 });
 afterAll(async () => {
+  if (shared) await (await shared).h.close();
   await browser?.close();
 });
 afterEach(async () => {
@@ -54,11 +63,27 @@ async function watched(args: string[] = []) {
   return { h, viewer, page };
 }
 
+// The tests that look only at their own runs' cards share one server and page: a server, a worker and a
+// page cost more CPU to start than such a test. The plot test keeps its own, since its screenshot is the
+// documentation's picture of the page and must show only its runs.
+let shared: Promise<{ h: Harness; page: Page }> | undefined;
+function sharedWatched() {
+  shared ??= (async () => {
+    const h = await Harness.start({ args: ["--viewer", "--python", SYSTEM_PYTHON] });
+    const viewer = await viewerOf(h);
+    const page = await browser.context.newPage();
+    await page.goto(viewer.url);
+    await page.locator("#connection.live").waitFor();
+    return { h, page };
+  })();
+  return shared;
+}
+
 const runCard = (page: Page, runId: string) => page.locator(`[id="run-${runId}"]`);
 
 describe.skipIf(noBrowser !== undefined)("the viewer in Chromium", () => {
   test("a cell's stdout appears while the cell is still running", async () => {
-    const { h, page } = await watched();
+    const { h, page } = await sharedWatched();
     // The URL the page shows no longer carries the token: it went into the cookie.
     expect(new URL(page.url()).search).toBe("");
     const flag = join(h.dir, "go");
@@ -83,7 +108,7 @@ describe.skipIf(noBrowser !== undefined)("the viewer in Chromium", () => {
   });
 
   test("Cancel ends a running cell: the agent's execute_python returns cancelled and the variables stay", async () => {
-    const { h, page } = await watched();
+    const { h, page } = await sharedWatched();
     await h.run("kept = 41");
     const call = h.run("import time\nprint('waiting', flush=True)\ntime.sleep(600)");
     const button = page.locator("button.cancel");
@@ -100,7 +125,7 @@ describe.skipIf(noBrowser !== undefined)("the viewer in Chromium", () => {
   });
 
   test("markup a cell prints is shown as text and runs nothing", async () => {
-    const { h, page } = await watched();
+    const { h, page } = await sharedWatched();
     const markup = "<img src=x onerror=window.__ran=1><script>window.__ran=2</script><b>bold</b>";
     const result = await h.run(`print('${markup}')\n'${markup}'`);
     const card = runCard(page, result.run_id);
