@@ -7,8 +7,6 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Client } from "@modelcontextprotocol/client";
-import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 const BINARY = resolve(process.env.REPL_MCP_BINARY ?? join(import.meta.dir, "../../dist/repl-mcp"));
 const serverUrl = process.argv[process.argv.length - 1] as string;
@@ -70,23 +68,84 @@ async function login(dir: string, registry: string): Promise<void> {
   say(`--oauth-login exited ${code}: ${text.trim().split("\n").slice(2).join(" | ")}`);
 }
 
+/**
+ * Speaks MCP to the server over stdio as plain JSON-RPC lines: an initialize, one tools/call, then stdin
+ * closed. Evaluating the SDK's client here would cost more CPU than the rest of this adapter, and it runs
+ * once per scenario; what the suite checks is what repl-mcp then sends to the suite's server.
+ */
 async function useServer(dir: string, registry: string): Promise<void> {
-  const client = new Client({ name: "conformance-adapter", version: "0.0.0" });
-  await client.connect(new StdioClientTransport({ command: BINARY, args: ["--config", registry], cwd: dir }));
+  const env: Record<string, string> = {};
+  // The variables the SDK's stdio transport passes on by default, so the server starts as it would there.
+  for (const key of ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"]) {
+    const value = process.env[key];
+    if (value !== undefined) env[key] = value;
+  }
+  const proc = Bun.spawn([BINARY, "--config", registry], {
+    cwd: dir,
+    env,
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  const send = (message: Record<string, unknown>) =>
+    proc.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...message })}\n`);
+  const waiting = new Map<number, (message: Record<string, any>) => void>();
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of proc.stdout) {
+      buffered += decoder.decode(chunk, { stream: true });
+      for (let end = buffered.indexOf("\n"); end !== -1; end = buffered.indexOf("\n")) {
+        const line = buffered.slice(0, end).trim();
+        buffered = buffered.slice(end + 1);
+        if (!line) continue;
+        const message = JSON.parse(line) as Record<string, any>;
+        if (message.method !== undefined && message.id !== undefined) {
+          // A request from the server: ping is answered, anything else refused, as the SDK client does.
+          send(
+            message.method === "ping"
+              ? { id: message.id, result: {} }
+              : { id: message.id, error: { code: -32601, message: "Method not found" } },
+          );
+        } else if (message.method === undefined) waiting.get(message.id)?.(message);
+      }
+    }
+    for (const answer of waiting.values()) answer({ error: "the server closed its stdout" });
+  })();
+  const request = (id: number, method: string, params: Record<string, unknown>) =>
+    new Promise<Record<string, any>>((resolve) => {
+      waiting.set(id, resolve);
+      send({ id, method, params });
+    });
   try {
+    const init = await request(1, "initialize", {
+      protocolVersion: "2025-11-25",
+      capabilities: {},
+      clientInfo: { name: "conformance-adapter", version: "0.0.0" },
+    });
+    if (init.error) throw new Error(`initialize failed: ${JSON.stringify(init.error)}`);
+    send({ method: "notifications/initialized" });
     const code = [
       "tools = mcp.list_tools('srv')",
       "names = [t['name'] for t in tools]",
       "called = mcp.call('srv', names[0], arguments={}) if names else None",
       "names",
     ].join("\n");
-    const result = (await client.callTool({ name: "execute_python", arguments: { code } })) as {
-      structuredContent?: { success?: boolean; value?: unknown; error?: string };
-    };
-    const out = result.structuredContent;
-    say(out?.success ? `tools: ${JSON.stringify(out.value)}` : `cell failed: ${out?.error}`);
+    const reply = await request(2, "tools/call", { name: "execute_python", arguments: { code } });
+    const out = reply.result?.structuredContent as
+      | { success?: boolean; value?: unknown; error?: string }
+      | undefined;
+    say(
+      out?.success
+        ? `tools: ${JSON.stringify(out.value)}`
+        : `cell failed: ${out?.error ?? JSON.stringify(reply.error)}`,
+    );
   } finally {
-    await client.close();
+    // Closing stdin ends the server; it is killed only if it has not left within 2 s.
+    proc.stdin.end();
+    const timer = setTimeout(() => proc.kill("SIGTERM"), 2_000);
+    await proc.exited;
+    clearTimeout(timer);
   }
 }
 

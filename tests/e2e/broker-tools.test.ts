@@ -1,7 +1,7 @@
 // Tools as code: mcp.<server>.<tool>(...) end to end, against the typed fixture peer over stdio and over
 // Streamable HTTP, and against server-memory from npm. Calls, signatures, help, dir, stubs, argument
 // checks before dispatch, return values, McpToolError, cancellation and refresh.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -24,9 +24,15 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 
-function tempFile(name: string): string {
+/** What the shared servers (see `sharedTyped`) leave to the end of the file. */
+const lastCleanups: (() => void | Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of lastCleanups.splice(0).reverse()) await cleanup();
+});
+
+function tempFile(name: string, until = cleanups): string {
   const path = join(tmpdir(), `${name}-${crypto.randomUUID()}`);
-  cleanups.push(() => rmSync(path, { force: true }));
+  until.push(() => rmSync(path, { force: true }));
   return path;
 }
 
@@ -38,12 +44,16 @@ const lines = (path: string): Record<string, unknown>[] =>
         .map((line) => JSON.parse(line))
     : [];
 
-async function start(servers: Record<string, unknown>) {
-  h = await Harness.start({
+function startServer(servers: Record<string, unknown>) {
+  return Harness.start({
     beforeStart: (project) => {
       writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: servers }));
     },
   });
+}
+
+async function start(servers: Record<string, unknown>) {
+  h = await startServer(servers);
   return h;
 }
 
@@ -64,25 +74,69 @@ async function raised(harness: Harness, expression: string) {
 
 type Transport = "stdio" | "http";
 
-/** The typed peer under the names "typed" and "my-typed", over one transport; its call and cancel logs. */
-async function typedServer(transport: Transport) {
-  const callLog = tempFile("typed-calls");
-  const cancelLog = tempFile("typed-cancels");
+interface TypedServer {
+  harness: Harness;
+  callLog: string;
+  cancelLog: string;
+}
+
+/**
+ * A server whose registry names the typed peer "typed" and "my-typed", over one transport; its call and
+ * cancel logs. `until` is where the logs' and the HTTP peer's cleanup goes.
+ */
+async function typedRegistry(transport: Transport, until = cleanups) {
+  const callLog = tempFile("typed-calls", until);
+  const cancelLog = tempFile("typed-cancels", until);
   const env = { PEER_CALL_LOG: callLog, PEER_CANCEL_LOG: cancelLog };
   let entry: Record<string, unknown>;
   if (transport === "stdio") {
     entry = { command: process.execPath, args: [TYPED_PEER, "stdio"], env };
   } else {
     const http = await launchTypedHttpPeer(env);
-    cleanups.push(http.stop);
+    until.push(http.stop);
     entry = { type: "http", url: http.url.href };
   }
-  const harness = await start({
+  const servers = {
     typed: { ...entry, allowedTools: GRANTED },
     "my-typed": { ...entry, allowedTools: ["get-file", "count"] },
-  });
-  return { harness, callLog, cancelLog };
+  };
+  return { servers, callLog, cancelLog };
 }
+
+/** The typed peer's registry on a server of the test's own (closed after it). */
+async function typedServer(transport: Transport): Promise<TypedServer> {
+  const { servers, callLog, cancelLog } = await typedRegistry(transport);
+  return { harness: await start(servers), callLog, cancelLog };
+}
+
+const shared = new Map<Transport, Promise<TypedServer>>();
+
+/**
+ * The typed peer's registry on one server per transport, shared by the tests that need nothing of it
+ * fresh: a server, its Python worker and its peer cost more CPU to start than most tests here spend.
+ * What a test reads of its state starts with the test: the call and cancel logs are emptied first, and
+ * `THIS_TEST` (below) keeps only the journal records made since.
+ */
+async function sharedTyped(transport: Transport): Promise<TypedServer> {
+  let server = shared.get(transport);
+  if (!server) {
+    server = (async () => {
+      const { servers, callLog, cancelLog } = await typedRegistry(transport, lastCleanups);
+      const harness = await startServer(servers);
+      lastCleanups.push(() => harness.close());
+      return { harness, callLog, cancelLog };
+    })();
+    shared.set(transport, server);
+  }
+  const typed = await server;
+  rmSync(typed.callLog, { force: true });
+  rmSync(typed.cancelLog, { force: true });
+  await value(typed.harness, "_earlier = {r['id'] for r in mcp.journal()}\nNone");
+  return typed;
+}
+
+/** Python: the journal records a test on a shared server made (see `sharedTyped`). */
+const THIS_TEST = "[r for r in mcp.journal() if r['id'] not in _earlier]";
 
 /** The typed peer over HTTP on a free port of 127.0.0.1. */
 async function launchTypedHttpPeer(env: Record<string, string>) {
@@ -105,7 +159,7 @@ async function launchTypedHttpPeer(env: Record<string, string>) {
 for (const transport of ["stdio", "http"] as const) {
   describe(`typed peer over ${transport}`, () => {
     test("calls and acall return structuredContent, else the text, else the envelope; mcp.call is unchanged", async () => {
-      const { harness } = await typedServer(transport);
+      const { harness } = await sharedTyped(transport);
       const out = await value(
         harness,
         [
@@ -134,7 +188,7 @@ for (const transport of ["stdio", "http"] as const) {
     });
 
     test("names that are not identifiers are mapped; subscripts take the exact names", async () => {
-      const { harness, callLog } = await typedServer(transport);
+      const { harness, callLog } = await sharedTyped(transport);
       const out = await value(
         harness,
         [
@@ -168,7 +222,7 @@ for (const transport of ["stdio", "http"] as const) {
     });
 
     test("nested object parameters are TypedDicts, checked to the leaf before dispatch", async () => {
-      const { harness, callLog } = await typedServer(transport);
+      const { harness, callLog } = await sharedTyped(transport);
       const out = await value(
         harness,
         [
@@ -212,7 +266,7 @@ for (const transport of ["stdio", "http"] as const) {
     });
 
     test("a disallowed tool is invisible and uncallable", async () => {
-      const { harness, callLog } = await typedServer(transport);
+      const { harness, callLog } = await sharedTyped(transport);
       const out = await value(
         harness,
         [
@@ -230,12 +284,12 @@ for (const transport of ["stdio", "http"] as const) {
       const [kind] = (await raised(harness, "mcp.typed['delete_everything'](confirm=True)")) as string[];
       expect(kind).toBe("KeyError");
       expect((await raised(harness, "mcp.my_typed.search(query='q')"))[0]).toBe("AttributeError");
-      expect(await value(harness, "len(mcp.journal())")).toBe(0);
+      expect(await value(harness, `len(${THIS_TEST})`)).toBe(0);
       expect(lines(callLog)).toEqual([]);
     });
 
     test("signatures, help and dir come from the definitions", async () => {
-      const { harness } = await typedServer(transport);
+      const { harness } = await sharedTyped(transport);
       const out = (await value(
         harness,
         [
@@ -284,7 +338,7 @@ for (const transport of ["stdio", "http"] as const) {
     });
 
     test("bad arguments raise TypeError naming the parameter, before anything is sent or journaled", async () => {
-      const { harness, callLog } = await typedServer(transport);
+      const { harness, callLog } = await sharedTyped(transport);
       const cases: [string, string][] = [
         ["mcp.typed.read_file()", "mcp.typed.read_file() missing required keyword argument: 'path'"],
         [
@@ -317,7 +371,7 @@ for (const transport of ["stdio", "http"] as const) {
       for (const [expression, message] of cases) {
         expect(await raised(harness, expression)).toEqual(["TypeError", message]);
       }
-      expect(await value(harness, "mcp.journal()")).toEqual([]);
+      expect(await value(harness, THIS_TEST)).toEqual([]);
       expect(lines(callLog)).toEqual([]);
       // None leaves an optional parameter out; a parameter whose schema takes null sends it.
       expect(
@@ -330,7 +384,7 @@ for (const transport of ["stdio", "http"] as const) {
     });
 
     test("a failed tool raises McpToolError with its text, envelope and journal id", async () => {
-      const { harness } = await typedServer(transport);
+      const { harness } = await sharedTyped(transport);
       const out = await value(
         harness,
         [
@@ -356,14 +410,18 @@ for (const transport of ["stdio", "http"] as const) {
     });
 
     test("a cancelled acall is cancelled downstream and journaled as outcome unknown", async () => {
-      const { harness, cancelLog } = await typedServer(transport);
+      const { harness, cancelLog } = await sharedTyped(transport);
       const out = await value(
         harness,
         [
           "import asyncio, time",
+          // The peer is shared: what it counts from here on is this test's. The count call is not.
+          "calls_before = mcp.typed.count()['calls']",
+          "_earlier = {r['id'] for r in mcp.journal()}",
+          "in_flight = lambda records: any(r['status'] == 'dispatched' and r['id'] not in _earlier for r in records)",
           "task = asyncio.ensure_future(mcp.typed.slow.acall(seconds=60))",
           "deadline = time.monotonic() + 20",
-          "while not any(r['status'] == 'dispatched' for r in await mcp.ajournal()):",
+          "while not in_flight(await mcp.ajournal()):",
           "    assert time.monotonic() < deadline, 'the call was never dispatched'",
           "    await asyncio.sleep(0.02)",
           "task.cancel()",
@@ -372,10 +430,10 @@ for (const transport of ["stdio", "http"] as const) {
           "    outcome = 'finished'",
           "except asyncio.CancelledError:",
           "    outcome = 'cancelled'",
-          "while any(r['status'] == 'dispatched' for r in await mcp.ajournal()):",
+          "while in_flight(await mcp.ajournal()):",
           "    assert time.monotonic() < deadline, 'the call never ended in the journal'",
           "    await asyncio.sleep(0.02)",
-          "[outcome, [(r['tool'], r['status']) for r in mcp.journal()], mcp.typed.count()['calls']]",
+          `[outcome, [(r['tool'], r['status']) for r in ${THIS_TEST}], mcp.typed.count()['calls'] - calls_before]`,
         ].join("\n"),
       );
       expect(out).toEqual(["cancelled", [["slow", "outcome_unknown"]], 2]);
@@ -413,7 +471,7 @@ for (const transport of ["stdio", "http"] as const) {
 
 describe("stubs", () => {
   test("source() is valid Python at most a third the size of the JSON definitions", async () => {
-    const { harness } = await typedServer("stdio");
+    const { harness } = await sharedTyped("stdio");
     const out = (await printed(
       harness,
       [

@@ -1,13 +1,16 @@
 // The MCP broker end to end: cells call tools of real downstream servers (our fixture peers and a
 // third-party server from npm) through the registry the user wrote.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { bundled } from "../fixtures/peers/bundle.ts";
 import { Harness, taggedPids, waitFor } from "../support/harness.ts";
 
 const PEERS = resolve(import.meta.dir, "../fixtures/peers");
-const STDIO_PEER = join(PEERS, "stdio-peer.ts");
+/** Bundled: most tests here start it, some several times. */
+const STDIO_PEER = await bundled(join(PEERS, "stdio-peer.ts"));
+afterAll(() => rmSync(dirname(STDIO_PEER), { recursive: true, force: true }));
 const HTTP_PEER = join(PEERS, "http-peer.ts");
 const MEMORY_SERVER = resolve(
   import.meta.dir,

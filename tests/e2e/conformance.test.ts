@@ -169,19 +169,43 @@ interface Check {
   errorMessage?: string;
 }
 
-/** Runs one scenario at one revision's wire and returns the checks it recorded. */
-async function checksOf(scenario: string, revision: Revision): Promise<{ checks: Check[]; out: string }> {
-  const dir = tempDir("repl-mcp-conformance-server-");
-  try {
-    const args = ["server", "--url", server.url, "--scenario", scenario, "--spec-version", revision];
-    const { out } = await conformance(...args, "-o", dir);
-    const runs = readdirSync(dir);
-    if (runs.length !== 1) throw new Error(`expected one result directory, got ${runs.join(", ")}:\n${out}`);
-    const checks = JSON.parse(readFileSync(join(dir, runs[0] as string, "checks.json"), "utf8")) as Check[];
-    return { checks, out };
-  } finally {
+/**
+ * Every scenario of a requirement set, run by one process of the suite (`--requirements`: each at that
+ * revision's wire) instead of one process per scenario: starting the suite costs more CPU than most of its
+ * scenarios do. It saves each scenario's checks in a directory of its own, read by `checksOf`.
+ */
+const requirementRuns = new Map<Revision, { dir: string; out: Promise<string> }>();
+function requirementRun(revision: Revision): { dir: string; out: Promise<string> } {
+  let run = requirementRuns.get(revision);
+  if (!run) {
+    const dir = tempDir("repl-mcp-conformance-server-");
+    const args = ["server", "--url", server.url, "--requirements", revision, "-o", dir];
+    run = { dir, out: conformance(...args).then((result) => result.out) };
+    requirementRuns.set(revision, run);
+  }
+  return run;
+}
+afterAll(async () => {
+  for (const { dir, out } of requirementRuns.values()) {
+    await out.catch(() => {});
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+/** The checks one scenario recorded in its revision's run, and what the suite printed while it ran. */
+async function checksOf(scenario: string, revision: Revision): Promise<{ checks: Check[]; out: string }> {
+  const run = requirementRun(revision);
+  const all = await run.out;
+  const start = all.indexOf(`=== Running scenario: ${scenario} ===`);
+  const end = all.indexOf("=== Running scenario:", start + 1);
+  const out = start === -1 ? all : all.slice(start, end === -1 ? undefined : end);
+  // Named `server-<scenario>-<timestamp>`: the timestamp keeps tools-list from matching tools-list-x.
+  const runs = readdirSync(run.dir).filter((name) =>
+    new RegExp(`^server-${scenario}-\\d{4}-\\d\\d-\\d\\dT`).test(name),
+  );
+  if (runs.length !== 1) throw new Error(`expected one result directory, got ${runs.join(", ")}:\n${out}`);
+  const checks = JSON.parse(readFileSync(join(run.dir, runs[0] as string, "checks.json"), "utf8")) as Check[];
+  return { checks, out };
 }
 
 /**

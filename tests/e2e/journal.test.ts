@@ -1,7 +1,7 @@
 // The durable journal (--journal PATH): one owner at a time, only trustworthy files accepted, calls cut
 // off by a crash reported as outcome_unknown, provenance kept across restarts, and a persisting failure
 // after a completed call reported as such.
-import { afterEach, expect, test } from "bun:test";
+import { afterAll, afterEach, expect, test } from "bun:test";
 import {
   chownSync,
   existsSync,
@@ -13,11 +13,14 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { bundled } from "../fixtures/peers/bundle.ts";
 import { BINARY, Harness, taggedPids, tempDir, cellValue as value, waitFor } from "../support/harness.ts";
 import { run } from "../support/run.ts";
 
-const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
+/** Bundled: every test here starts it, one twice. */
+const STDIO_PEER = await bundled(resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts"));
+afterAll(() => rmSync(dirname(STDIO_PEER), { recursive: true, force: true }));
 const OWNED = "Broker journal is already owned by another runtime; choose a separate --journal path";
 
 const harnesses: Harness[] = [];

@@ -1,7 +1,7 @@
 // OAuth for HTTP peers end to end (contract §5.8): the real binary logs in against a local
 // authorization server fixture (the test plays the browser), later servers use and refresh the saved
 // grant, client_credentials entries get tokens at connect, and no secret shows up anywhere.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { BINARY, Harness, tempDir, cellValue as value, waitFor } from "../support/harness.ts";
@@ -21,7 +21,18 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-async function startFixture(script: string, env: Record<string, string>, path = ""): Promise<Fixture> {
+/** What the fixtures shared by several tests (see `protectedPeer`) leave to the end of the file. */
+const lastCleanups: (() => Promise<void> | void)[] = [];
+afterAll(async () => {
+  for (const cleanup of lastCleanups.splice(0).reverse()) await cleanup();
+});
+
+async function startFixture(
+  script: string,
+  env: Record<string, string>,
+  path = "",
+  until = cleanups,
+): Promise<Fixture> {
   const proc = Bun.spawn([process.execPath, script], {
     env: { ...process.env, ...env },
     stdout: "pipe",
@@ -36,7 +47,7 @@ async function startFixture(script: string, env: Record<string, string>, path = 
       await proc.exited;
     },
   };
-  cleanups.push(() => fixture.stop());
+  until.push(() => fixture.stop());
   return fixture;
 }
 
@@ -47,14 +58,39 @@ interface TokenRequest {
   ok: boolean;
 }
 
-/** An authorization server and a peer protected by it (`peerEnv`: see tests/fixtures/peers/http-tools.ts). */
+const pairs = new Map<string, Promise<{ as: Fixture; peer: Fixture }>>();
+
+/**
+ * An authorization server and a peer protected by it (`peerEnv`: see tests/fixtures/peers/http-tools.ts).
+ * Tests asking for the same pair share one, reset first (POST /reset to both, which forgets everything a
+ * test could see: clients, tokens, token requests, counters, sessions): starting the two costs more CPU
+ * than most tests here spend.
+ */
 async function protectedPeer(
   asEnv: Record<string, string> = {},
   peerEnv: Record<string, string> = {},
   script = HTTP_PEER,
 ) {
-  const as = await startFixture(AUTH_SERVER, asEnv);
-  const peer = await startFixture(script, { PEER_OAUTH_ISSUER: as.url, ...peerEnv }, "/mcp");
+  const key = JSON.stringify([asEnv, peerEnv, script]);
+  let pair = pairs.get(key);
+  if (!pair) {
+    pair = (async () => {
+      const as = await startFixture(AUTH_SERVER, asEnv, "", lastCleanups);
+      const peer = await startFixture(
+        script,
+        { PEER_OAUTH_ISSUER: as.url, ...peerEnv },
+        "/mcp",
+        lastCleanups,
+      );
+      return { as, peer };
+    })();
+    pairs.set(key, pair);
+  }
+  const { as, peer } = await pair;
+  for (const url of [`${as.url}/reset`, `${new URL(peer.url).origin}/reset`]) {
+    const reset = await fetch(url, { method: "POST" });
+    if (!reset.ok) throw new Error(`POST ${url}: HTTP ${reset.status}`);
+  }
   const stats = async () =>
     (await (await fetch(`${as.url}/stats`)).json()) as {
       registrations: number;
