@@ -46,7 +46,17 @@ export type ConnectionStatus = Kernel.ConnectionStatus;
 
 /** One kernel reached over its WebSocket. */
 export class KernelLink {
-  constructor(private readonly kernel: Kernel.IKernelConnection) {}
+  constructor(private readonly kernel: Kernel.IKernelConnection) {
+    // When the server restarts a kernel on its own, the services reconnect from a promise nobody awaits;
+    // closing the connection meanwhile (a seat moving to a new connection) rejects it, and an unhandled
+    // rejection would end this process. Those who await a reconnect (restart) still see its failure.
+    const reconnect = kernel.reconnect.bind(kernel);
+    kernel.reconnect = () => {
+      const attempt = reconnect();
+      attempt.catch(() => {});
+      return attempt;
+    };
+  }
 
   get id(): string {
     return this.kernel.id;
