@@ -46,16 +46,18 @@ export type ConnectionStatus = Kernel.ConnectionStatus;
 
 /** One kernel reached over its WebSocket. */
 export class KernelLink {
+  /** Set once we close the connection ourselves: a reconnect still under way then has nothing to report. */
+  private detached = false;
+
   constructor(private readonly kernel: Kernel.IKernelConnection) {
     // When the server restarts a kernel on its own, the services reconnect from a promise nobody awaits;
-    // closing the connection meanwhile (a seat moving to a new connection) rejects it, and an unhandled
-    // rejection would end this process. Those who await a reconnect (restart) still see its failure.
+    // closing the connection meanwhile (a seat moving to a new connection) would reject it, and that
+    // unhandled rejection would end this process. A reconnect that fails for any other reason still fails.
     const reconnect = kernel.reconnect.bind(kernel);
-    kernel.reconnect = () => {
-      const attempt = reconnect();
-      attempt.catch(() => {});
-      return attempt;
-    };
+    kernel.reconnect = () =>
+      reconnect().catch((error: unknown) => {
+        if (!this.detached) throw error;
+      });
   }
 
   get id(): string {
@@ -179,6 +181,7 @@ export class KernelLink {
 
   /** Closes our connection and leaves the kernel running (an attached kernel is not ours to stop). */
   detach(): void {
+    this.detached = true;
     this.kernel.dispose();
   }
 }
