@@ -6,7 +6,7 @@
 // drives), the slowest first as recorded in tests/timings.json. Arguments are passed to `bun test`, so
 // `bun run tests/run.ts broker` runs the files whose path contains "broker" (docs/development.md).
 import { dlopen, FFIType } from "bun:ffi";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { homeEnv, WORKER_CACHE_VARIABLE } from "./support/home.ts";
@@ -15,15 +15,22 @@ const args = process.argv.slice(2);
 const timings = join(import.meta.dir, "timings.json");
 
 /**
- * `python3` on PATH may be a shim (pyenv's costs 0.3 s of CPU per start, more than the rest of a test
- * server's start together). Every test starts servers that start `python3`, so the suite runs with the
- * interpreter the shim stands for first on PATH: the same Python, without paying the shim each time.
+ * The `python3` the suite's servers start: a bare virtual environment of the machine's `python3`, first
+ * on PATH. The same CPython, with nothing of the developer's site-packages: packages installed there do
+ * not leak into the tests, and neither do their start-up hooks (a `.pth` file that imports a package
+ * costs every interpreter start, and the suite starts about seven hundred). It also skips a version
+ * manager's shim (pyenv's costs 0.3 s of CPU per start). Tests that need packages use the system's
+ * Python explicitly. Falls back to the interpreter itself if no environment can be made.
  */
-function pathWithRealPython(): string {
+function pathWithBarePython(into: string): string {
   const path = process.env.PATH ?? "/usr/bin:/bin";
   const found = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"], { env: process.env });
   const real = found.success ? found.stdout.toString().trim() : "";
-  return real.startsWith("/") ? `${dirname(real)}:${path}` : path;
+  if (!real.startsWith("/")) return path;
+  const made = Bun.spawnSync([real, "-m", "venv", "--without-pip", into], { stderr: "pipe" });
+  if (made.success && existsSync(join(into, "bin", "python3"))) return `${join(into, "bin")}:${path}`;
+  console.error(`could not make a bare environment of ${real} (${made.stderr.toString().trim()}); using it directly`);
+  return `${dirname(real)}:${path}`;
 }
 
 /**
@@ -147,7 +154,7 @@ async function leftBehind(except: Set<number>): Promise<number> {
 const runTmp = mkdtempSync(join(tmpdir(), "repl-mcp-suite-"));
 
 const watching = adoptOrphans();
-const path = pathWithRealPython();
+const path = pathWithBarePython(join(runTmp, "python"));
 const workerCache = await prepareWorkerCache(path);
 const proc = Bun.spawn(
   [
@@ -184,7 +191,7 @@ for await (const chunk of proc.stderr) {
 }
 const code = await proc.exited;
 const orphans = watching ? await leftBehind(new Set()) : 0;
-const leftovers = readdirSync(runTmp);
+const leftovers = readdirSync(runTmp).filter((entry) => entry !== "python");
 if (leftovers.length > 0)
   console.error(`${leftovers.length} temporary entries the tests left in ${runTmp} are removed with it`);
 rmSync(runTmp, { recursive: true, force: true });
