@@ -6,7 +6,7 @@
 // drives), the slowest first as recorded in tests/timings.json. Arguments are passed to `bun test`, so
 // `bun run tests/run.ts broker` runs the files whose path contains "broker" (docs/development.md).
 import { dlopen, FFIType } from "bun:ffi";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { homeEnv, WORKER_CACHE_VARIABLE } from "./support/home.ts";
@@ -29,7 +29,9 @@ function pathWithBarePython(into: string): string {
   if (!real.startsWith("/")) return path;
   const made = Bun.spawnSync([real, "-m", "venv", "--without-pip", into], { stderr: "pipe" });
   if (made.success && existsSync(join(into, "bin", "python3"))) return `${join(into, "bin")}:${path}`;
-  console.error(`could not make a bare environment of ${real} (${made.stderr.toString().trim()}); using it directly`);
+  console.error(
+    `could not make a bare environment of ${real} (${made.stderr.toString().trim()}); using it directly`,
+  );
   return `${dirname(real)}:${path}`;
 }
 
@@ -156,6 +158,68 @@ const runTmp = mkdtempSync(join(tmpdir(), "repl-mcp-suite-"));
 const watching = adoptOrphans();
 const path = pathWithBarePython(join(runTmp, "python"));
 const workerCache = await prepareWorkerCache(path);
+const env = {
+  ...process.env,
+  PATH: path,
+  TMPDIR: runTmp,
+  ...(workerCache ? { [WORKER_CACHE_VARIABLE]: workerCache } : {}),
+};
+
+/**
+ * How much longer than its CPU time a file takes in a full run: four workers share two cores, and
+ * sharing costs some more. Used to weigh files for the order (see weigh below).
+ */
+const CPU_STRETCH_IN_A_FULL_RUN = 2.4;
+
+/**
+ * `--weigh`: instead of the suite, runs each test file (or each matching the arguments) alone, in this
+ * same environment, and records in tests/timings.json how long it will take in a full run: its own
+ * wall time, or its CPU time stretched by its share of the cores, whichever is longer. bun orders files
+ * by these numbers (each worker starts its heaviest), so files that burn CPU start first and the cores
+ * are not left idle behind files that mostly wait out deadlines. Takes about fifteen minutes.
+ */
+async function weigh(filters: string[]): Promise<number> {
+  const root = resolve(import.meta.dir, "..");
+  const files = [...new Bun.Glob("tests/**/*.test.ts").scanSync(root)]
+    .filter((file) => filters.length === 0 || filters.some((filter) => file.includes(filter)))
+    .sort();
+  const recorded = JSON.parse(readFileSync(timings, "utf8")) as {
+    version: number;
+    files: Record<string, number>;
+  };
+  let failed = 0;
+  for (const file of files) {
+    const started = performance.now();
+    const test = Bun.spawn([process.execPath, "test", "--timeout", "60000", file], {
+      cwd: root,
+      env,
+      stdout: "ignore",
+      stderr: "ignore",
+    });
+    const code = await test.exited;
+    const wallMs = performance.now() - started;
+    const cpuMs = Number(test.resourceUsage()?.cpuTime.total ?? 0n) / 1000;
+    if (code !== 0) failed++;
+    recorded.files[file] = Math.round(Math.max(wallMs, CPU_STRETCH_IN_A_FULL_RUN * cpuMs));
+    console.log(
+      `${file}: ${(wallMs / 1000).toFixed(1)} s wall, ${(cpuMs / 1000).toFixed(1)} s CPU${code ? ", FAILED" : ""}`,
+    );
+  }
+  const sorted = Object.entries(recorded.files).sort(([, a], [, b]) => b - a);
+  writeFileSync(
+    timings,
+    `${JSON.stringify({ version: recorded.version, files: Object.fromEntries(sorted) }, null, 2)}\n`,
+  );
+  return failed;
+}
+
+if (args[0] === "--weigh") {
+  const failed = await weigh(args.slice(1));
+  rmSync(runTmp, { recursive: true, force: true });
+  if (failed > 0) console.error(`${failed} files failed while weighed: their numbers are recorded anyway`);
+  process.exit(failed > 0 ? 1 : 0);
+}
+
 const proc = Bun.spawn(
   [
     process.execPath,
@@ -174,12 +238,7 @@ const proc = Bun.spawn(
   {
     stdout: "inherit",
     stderr: "pipe",
-    env: {
-      ...process.env,
-      PATH: path,
-      TMPDIR: runTmp,
-      ...(workerCache ? { [WORKER_CACHE_VARIABLE]: workerCache } : {}),
-    },
+    env,
   },
 );
 

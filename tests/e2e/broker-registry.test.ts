@@ -1,6 +1,6 @@
 // Issue 12, defects 1, 2, 4 and 5: the broker with no registry (disabled), with a registry that fails
 // to load, what mcp.explain names as its evidence, and how long a failed connect is remembered.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
@@ -8,10 +8,10 @@ import { Harness, cellValue as value, waitFor } from "../support/harness.ts";
 const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
 const peerEntry = () => ({ command: process.execPath, args: [STDIO_PEER] });
 
-let h: Harness | undefined;
-afterEach(async () => {
-  await h?.close();
-  h = undefined;
+// The tests run concurrently, each on a server of its own: the last one waits out a 30 s reload.
+const started: Harness[] = [];
+afterAll(async () => {
+  await Promise.all(started.map((harness) => harness.close()));
 });
 
 async function start(options: {
@@ -19,7 +19,7 @@ async function start(options: {
   args?: string[];
   env?: Record<string, string>;
 }) {
-  h = await Harness.start({
+  const h = await Harness.start({
     args: options.args,
     env: options.env,
     beforeStart: (project) => {
@@ -27,6 +27,7 @@ async function start(options: {
         writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: options.servers }));
     },
   });
+  started.push(h);
   return h;
 }
 
@@ -46,7 +47,7 @@ async function raised(harness: Harness, expressions: string[]): Promise<string[]
 }
 
 describe("defect 1: a disabled broker has an empty registry", () => {
-  test.each([
+  test.concurrent.each([
     ["--mcp-scope none", { args: ["--mcp-scope", "none"] }],
     ["REPL_MCP_NO_BRIDGE=1", { env: { REPL_MCP_NO_BRIDGE: "1" } }],
   ])("%s: servers() and help() are [], explain says broker_disabled", async (_label, options) => {
@@ -65,7 +66,7 @@ describe("defect 1: a disabled broker has an empty registry", () => {
 describe("defect 2: a registry that fails to load fails every broker operation but explain", () => {
   const CONFIG_ERROR = /^ToolError: MCP configuration error: .+; repair registry then mcp\.refresh\(\)$/;
 
-  test("FIFO, sse transport, unknown field and missing ${VAR}: refresh, servers, list_tools and call fail", async () => {
+  test.concurrent("FIFO, sse transport, unknown field and missing ${VAR}: refresh, servers, list_tools and call fail", async () => {
     const harness = await start({ servers: { peer: peerEntry() } });
     const registry = join(harness.project, ".mcp.json");
     expect(await value(harness, "mcp.servers()")).toEqual(["peer"]);
@@ -137,7 +138,7 @@ describe("defect 2: a registry that fails to load fails every broker operation b
 });
 
 describe("defect 4: explain's evidence is one word naming what the verdict rests on", () => {
-  test("each status names its evidence as a string", async () => {
+  test.concurrent("each status names its evidence as a string", async () => {
     const harness = await start({
       servers: {
         peer: peerEntry(),
@@ -164,7 +165,7 @@ describe("defect 4: explain's evidence is one word naming what the verdict rests
 });
 
 describe("defect 5: the failed-connect cooldown survives the automatic registry reload", () => {
-  test("a failure is still remembered after the 30 s reload; refresh retries at once", async () => {
+  test.concurrent("a failure is still remembered after the 30 s reload; refresh retries at once", async () => {
     const attempts = join(Bun.env.TMPDIR ?? "/tmp", `attempts-${crypto.randomUUID()}`);
     try {
       // Peers that record each start and exit at once, so each connect attempt leaves one line.

@@ -1,7 +1,7 @@
 // Who may use --transport http: the token a server makes when none is given (and how a user passes it,
 // down to Claude Code's own CLI), the refusals of an empty or untrustworthy token source, another local
 // user kept out, the token kept from every child, and an authenticated body that cannot be dribbled forever.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { dirname, join } from "node:path";
@@ -14,8 +14,9 @@ const CLAUDE = join(import.meta.dir, "../../node_modules/.bin/claude");
 const STDIO_PEER = join(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
 const NOBODY = 65_534;
 
+// The tests run concurrently, each with servers of its own: one waits out a body deadline of 30 s.
 let servers: HttpServer[] = [];
-afterEach(async () => {
+afterAll(async () => {
   for (const server of servers) {
     // A server stuck before listening may ignore SIGTERM: never let it outlive its test.
     if (server.proc.exitCode === null && !server.url) server.proc.kill("SIGKILL");
@@ -60,7 +61,7 @@ describe("a token source that is given must hold a token", () => {
     ["an empty", ""],
     ["a whitespace-only", " \n\t\n"],
   ] as const) {
-    test(`${what} --auth-token-file is a start-up error, not "no auth"`, async () => {
+    test.concurrent(`${what} --auth-token-file is a start-up error, not "no auth"`, async () => {
       const path = file(content);
       const { code, stderr } = await refusal(["--auth-token-file", path]);
       expect(code).toBe(2);
@@ -71,7 +72,7 @@ describe("a token source that is given must hold a token", () => {
     });
   }
 
-  test("an explicitly set, empty REPL_MCP_HTTP_TOKEN is a start-up error", async () => {
+  test.concurrent("an explicitly set, empty REPL_MCP_HTTP_TOKEN is a start-up error", async () => {
     const { code, stderr } = await refusal([], { REPL_MCP_HTTP_TOKEN: "" });
     expect(code).toBe(2);
     expect(stderr).toContain("$REPL_MCP_HTTP_TOKEN is set but empty");
@@ -79,7 +80,7 @@ describe("a token source that is given must hold a token", () => {
 });
 
 describe("the token file is read like any private file", () => {
-  test("a symlink, a FIFO and another user's file are refused, the FIFO without blocking", async () => {
+  test.concurrent("a symlink, a FIFO and another user's file are refused, the FIFO without blocking", async () => {
     const real = file(`${TOKEN}\n`);
     const link = join(dirname(real), "link");
     symlinkSync(real, link);
@@ -120,7 +121,7 @@ function expectedNotice(url: string, tokenFile: string) {
 }
 
 describe("with no token given, a loopback server makes one and requires it", () => {
-  test("kept in a private file of the cache directory, printed with the client configuration", async () => {
+  test.concurrent("kept in a private file of the cache directory, printed with the client configuration", async () => {
     const server = await serve();
     const port = new URL(server.url).port;
     const tokenFile = join(server.home, ".cache", "repl-mcp", `http-127.0.0.1-${port}.token`);
@@ -142,7 +143,7 @@ describe("with no token given, a loopback server makes one and requires it", () 
     expect(existsSync(tokenFile)).toBe(false);
   });
 
-  test("in $XDG_RUNTIME_DIR when there is one, and a new token each start", async () => {
+  test.concurrent("in $XDG_RUNTIME_DIR when there is one, and a new token each start", async () => {
     const runtime = tempDir("repl-mcp-runtime-");
     chmodSync(runtime, 0o700);
     const first = await serve([], { XDG_RUNTIME_DIR: runtime });
@@ -155,7 +156,7 @@ describe("with no token given, a loopback server makes one and requires it", () 
     expect((await second.post(INITIALIZE)).status).toBe(200);
   });
 
-  test("a runtime directory someone else could use is refused, with the way out", async () => {
+  test.concurrent("a runtime directory someone else could use is refused, with the way out", async () => {
     const runtime = tempDir("repl-mcp-runtime-");
     mkdirSync(join(runtime, "repl-mcp"), { mode: 0o777 });
     chmodSync(join(runtime, "repl-mcp"), 0o777);
@@ -167,7 +168,7 @@ describe("with no token given, a loopback server makes one and requires it", () 
     );
   });
 
-  test("another local user can neither read the token nor get in", async () => {
+  test.concurrent("another local user can neither read the token nor get in", async () => {
     const setpriv = Bun.which("setpriv");
     if (process.getuid?.() !== 0 || !setpriv || !existsSync("/usr/bin/python3")) {
       console.warn("skipped: needs root, setpriv and /usr/bin/python3 to act as user nobody");
@@ -211,7 +212,7 @@ describe("with no token given, a loopback server makes one and requires it", () 
     expect(JSON.parse(result.stdout)).toEqual({ read: "PermissionError", status: 401 });
   });
 
-  test("Claude Code's CLI connects with exactly the printed command", async () => {
+  test.concurrent("Claude Code's CLI connects with exactly the printed command", async () => {
     const server = await serve();
     const lines = server.stderr.split("\n");
     const command = lines[lines.indexOf("repl-mcp: for Claude Code:") + 1]?.trim() as string;
@@ -229,7 +230,7 @@ describe("with no token given, a loopback server makes one and requires it", () 
 });
 
 describe("--no-auth", () => {
-  test("serves loopback without a token, and says what that means", async () => {
+  test.concurrent("serves loopback without a token, and says what that means", async () => {
     const server = await serve(["--no-auth"]);
     expect(server.token).toBe("");
     expect(server.stderr).toContain(
@@ -238,7 +239,7 @@ describe("--no-auth", () => {
     expect((await post(server.url, INITIALIZE)).status).toBe(200);
   });
 
-  test("is refused beside a token or off loopback, and outside --transport http", async () => {
+  test.concurrent("is refused beside a token or off loopback, and outside --transport http", async () => {
     for (const [args, env, message] of [
       [["--no-auth", "--host", "0.0.0.0"], {}, "--no-auth only applies to a loopback --host"],
       [["--no-auth", "--auth-token-file", file(`${TOKEN}\n`)], {}, "--no-auth contradicts --auth-token-file"],
@@ -255,7 +256,7 @@ describe("--no-auth", () => {
 });
 
 describe("the token reaches no child", () => {
-  test("not the interpreter probe, the worker, its guardian, sh() children or a stdio peer", async () => {
+  test.concurrent("not the interpreter probe, the worker, its guardian, sh() children or a stdio peer", async () => {
     const dir = tempDir("repl-mcp-env-");
     const log = join(dir, "python-env.log");
     const python = join(dir, "python3");
@@ -295,7 +296,7 @@ describe("the token reaches no child", () => {
     expect(invocations.filter((environ) => environ.includes(TOKEN))).toEqual([]);
   }, 60_000);
 
-  test("nor a worker of a stdio server that happens to have it in its environment", async () => {
+  test.concurrent("nor a worker of a stdio server that happens to have it in its environment", async () => {
     const harness = await Harness.start({ env: { REPL_MCP_HTTP_TOKEN: TOKEN } });
     try {
       const seen = await harness.run("import os\nos.environ.get('REPL_MCP_HTTP_TOKEN', 'absent')");
@@ -339,7 +340,7 @@ function slowBody(url: string, auth: Record<string, string>, dribble: boolean) {
   };
 }
 
-test("an authenticated body must arrive within its deadline; a long answer stream is not cut", async () => {
+test.concurrent("an authenticated body must arrive within its deadline; a long answer stream is not cut", async () => {
   const server = await serve();
   const client = await server.connect();
   // Runs longer than the body deadline, answered on the POST's event stream.

@@ -1,7 +1,8 @@
 // Issue 12, defect 7: output toward a reader that stopped reading is bounded, and a reader stalled past
 // the deadline (30 s) is treated like one that closed. Our MCP client: the server stops as on EOF,
 // leaving no process. A stdio peer: it is stopped and the calls waiting on it fail with a clear error.
-// Both cases run side by side, as each has to wait out the same deadline.
+// Both cases run side by side, as each has to wait out the same deadline, and the file's tests run
+// concurrently: each has a server of its own, and most of their time is spent waiting on deadlines.
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -58,7 +59,7 @@ async function peerStopsReading(): Promise<void> {
   expect((await h.run("mcp.call('peer', 'echo', text='again')['content'][0]['text']")).value).toBe("again");
 }
 
-test("a client and a stdio peer that stop reading are treated as gone after the deadline", async () => {
+test.concurrent("a client and a stdio peer that stop reading are treated as gone after the deadline", async () => {
   await Promise.all([clientStopsReading(), peerStopsReading()]);
 }, 120_000);
 
@@ -70,7 +71,7 @@ function rssMib(pid: number): number {
 
 // Issue 20, defect 5: before, 3,000 pipelined polls of a chatty run grew the server by 650 MiB within 12 s
 // while the client read nothing; every answer waited in memory for the stalled pipe.
-test("a client that stops reading while requests pile up costs a few MiB, and loses no answer", async () => {
+test.concurrent("a client that stops reading while requests pile up costs a few MiB, and loses no answer", async () => {
   const s = await RawServer.start();
   cleanups.push(() => s.close());
   const started = await s.call("python_start", {
@@ -112,7 +113,7 @@ test("a client that stops reading while requests pile up costs a few MiB, and lo
 
 // A cancellation is never held back behind requests that wait for a stalled client: the cell it cancels
 // stops now, not once the client reads again.
-test("a cancellation reaches its cell at once while requests wait for a client that stopped reading", async () => {
+test.concurrent("a cancellation reaches its cell at once while requests wait for a client that stopped reading", async () => {
   const s = await RawServer.start();
   cleanups.push(() => s.close());
   const marker = join(s.project, "late");
@@ -143,7 +144,7 @@ test("a cancellation reaches its cell at once while requests wait for a client t
 // wrote such lines and never read grew the server by one waiting write per line until the stall deadline.
 // They now wait their turn like every other answer, so the server stops reading instead. 60,000 pairs
 // would have grown the old server by about 270 MiB, far past the 64 MiB this test allows.
-test("a client that writes bad lines and never reads stays bounded (before: +900 MiB), and every line is answered", async () => {
+test.concurrent("a client that writes bad lines and never reads stays bounded (before: +900 MiB), and every line is answered", async () => {
   const s = await RawServer.start({ args: ["--log-level", "error"] });
   cleanups.push(() => s.close());
   expect((await s.run("1 + 1")).value).toBe(2);
