@@ -244,7 +244,7 @@ export async function buildRelease(options: ReleaseOptions = {}): Promise<Releas
     await Promise.all(packing);
     log("packing the npm packages");
     const binaries = new Map(targets.map((target) => [target, join(outdir, binaryAssetName(target))]));
-    npmPackages = await packNpmPackages({ version, targets, binaries, outdir, workdir: profileDir });
+    npmPackages = await packNpmPackages({ version, targets, binaries, outdir, mtime });
   } catch (error) {
     // Leave no half-built release behind that could be mistaken for a complete one.
     await Promise.allSettled(packing);
