@@ -131,7 +131,12 @@ async function packTarball(
   mtime: number,
 ): Promise<string> {
   const tarball = join(into, `${name.replace(/^@/, "").replace("/", "-")}-${version}.tgz`);
-  const entries = files.map((file) => ({ name: `package/${file.path}`, data: file.data, mode: file.mode, mtime }));
+  const entries = files.map((file) => ({
+    name: `package/${file.path}`,
+    data: file.data,
+    mode: file.mode,
+    mtime,
+  }));
   writeFileSync(tarball, await gzipDeterministic(tarArchive(entries)));
   return tarball;
 }
