@@ -77,6 +77,29 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter link", () => {
     expect(await running()).not.toContain(kernel.id);
   }, 60_000);
 
+  // After a server restarts a kernel by itself, the services reconnect from a promise nobody awaits. If
+  // the link is detached meanwhile (a seat moving to a new connection), that reconnect fails, and before
+  // the fix the unhandled rejection ended the whole server. Here the reconnect is started the way the
+  // services start it, and the link detached while it is under way.
+  test("a reconnect under way when the link is detached ends quietly", async () => {
+    const link = new JupyterLink(serverFor(jupyter));
+    const kernel = await link.start();
+    const other = new JupyterLink(serverFor(jupyter));
+    try {
+      const attached = await other.attach(kernel.id);
+      const connection = (attached as unknown as { kernel: { reconnect(): Promise<void> } }).kernel;
+      const reconnecting = connection.reconnect();
+      attached.detach();
+      await expect(reconnecting).resolves.toBeUndefined();
+      // The kernel itself is untouched: the first link still runs cells on it.
+      expect((await kernel.execute("1")).status).toBe("ok");
+    } finally {
+      other.dispose();
+      await kernel.shutdown();
+      link.dispose();
+    }
+  }, 60_000);
+
   test("a wrong token is refused", async () => {
     const link = new JupyterLink(serverFor(jupyter, "not-the-token"));
     await expect(link.specs()).rejects.toThrow();
