@@ -3,7 +3,7 @@
 // a failure. The exit code is bun's.
 //
 // Files run in parallel worker processes (most of a test's time is spent waiting on the processes it
-// drives), the slowest first as recorded in tests/timings.json. Arguments are passed to `bun test`, so
+// drives), the heaviest first as weighed in tests/timings.json (`--weigh` below). Arguments are passed to `bun test`, so
 // `bun run tests/run.ts broker` runs the files whose path contains "broker" (docs/development.md).
 import { dlopen, FFIType } from "bun:ffi";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -154,9 +154,11 @@ async function leftBehind(except: Set<number>): Promise<number> {
  * helper's directory whose cleanup never ran) goes with it at the end, instead of piling up in /tmp.
  */
 const runTmp = mkdtempSync(join(tmpdir(), "repl-mcp-suite-"));
+/** The bare python3 environment's entry in runTmp: the runner's own, not something a test left. */
+const BARE_PYTHON = "python";
 
 const watching = adoptOrphans();
-const path = pathWithBarePython(join(runTmp, "python"));
+const path = pathWithBarePython(join(runTmp, BARE_PYTHON));
 const workerCache = await prepareWorkerCache(path);
 const env = {
   ...process.env,
@@ -215,9 +217,11 @@ async function weigh(filters: string[]): Promise<number> {
 
 if (args[0] === "--weigh") {
   const failed = await weigh(args.slice(1));
+  const orphans = watching ? await leftBehind(new Set()) : 0;
   rmSync(runTmp, { recursive: true, force: true });
   if (failed > 0) console.error(`${failed} files failed while weighed: their numbers are recorded anyway`);
-  process.exit(failed > 0 ? 1 : 0);
+  if (orphans > 0) console.error(`${orphans} processes were left behind by the files weighed (listed above)`);
+  process.exit(failed > 0 || orphans > 0 ? 1 : 0);
 }
 
 const proc = Bun.spawn(
@@ -250,7 +254,7 @@ for await (const chunk of proc.stderr) {
 }
 const code = await proc.exited;
 const orphans = watching ? await leftBehind(new Set()) : 0;
-const leftovers = readdirSync(runTmp).filter((entry) => entry !== "python");
+const leftovers = readdirSync(runTmp).filter((entry) => entry !== BARE_PYTHON);
 if (leftovers.length > 0)
   console.error(`${leftovers.length} temporary entries the tests left in ${runTmp} are removed with it`);
 rmSync(runTmp, { recursive: true, force: true });
