@@ -91,6 +91,31 @@ export class KernelLink {
     return () => this.kernel.connectionStatusChanged.disconnect(slot);
   }
 
+  /**
+   * The messaging session of the kernel process behind this connection, from a fresh kernel_info reply.
+   * A kernel that was restarted (by its server, another client or a reconnect that found a new process)
+   * answers with a new one.
+   */
+  async kernelSession(): Promise<string> {
+    // The shell reply alone: after a restart by another client, iopub (and so the request's "idle") may
+    // never reach this connection, while shell still answers.
+    const future = this.kernel.sendShellMessage(
+      KernelMessage.createMessage({
+        msgType: "kernel_info_request",
+        channel: "shell",
+        session: this.kernel.clientId,
+        content: {},
+      }),
+      true,
+      true,
+    );
+    const reply = await new Promise<KernelMessage.IShellMessage>((resolve, reject) => {
+      future.onReply = resolve;
+      future.done.catch(reject);
+    });
+    return reply.header.session;
+  }
+
   /** The kernel's language and version (kernel_info_reply). */
   async info(): Promise<{ language: string; version: string; implementation: string }> {
     const info = await this.kernel.info;

@@ -63,6 +63,10 @@ export class KernelWorker implements WorkerChannel {
   private run: RunExchange | undefined;
   private readonly unhooks: (() => void)[];
   private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The WebSocket dropped since the last check that the kernel behind it is still this life's. */
+  private reconnecting = false;
+  /** The messaging session of the kernel process this life started on (see `replaced`). */
+  private readonly kernelSession: Promise<string | undefined>;
   /** What the owner does once this life ended. */
   private ending: Promise<void> | undefined;
 
@@ -81,6 +85,7 @@ export class KernelWorker implements WorkerChannel {
     this.closed = new Promise((resolve) => {
       this.resolveClosed = resolve;
     });
+    this.kernelSession = link.kernelSession().catch(() => undefined);
     this.unhooks = [
       link.onStatus((status) => {
         // "restarting" we did not ask for (we end this life before restarting) is the server's restart
@@ -164,6 +169,13 @@ export class KernelWorker implements WorkerChannel {
     };
     this.run = run;
     if (this.link.connectionStatus !== "connected") this.onConnection(this.link.connectionStatus);
+    // Another client may have restarted the kernel since the last run, and its restart notice may never
+    // reach us (iopub is resubscribed after the kernel's first messages). Asking which process answers,
+    // just ahead of the run on the same channel, costs no round trip: the reply comes before the kernel
+    // takes the run, which a new process would ignore.
+    void this.replaced().then((replaced) => {
+      if (replaced) this.endReplaced();
+    });
     const text = JSON.stringify(frame);
     const follow = {
       allowStdin: true,
@@ -192,17 +204,32 @@ export class KernelWorker implements WorkerChannel {
           return;
         }
         if (!run.resulted) {
-          this.end("broken", "killed", {
-            code: "WORKER_CRASHED",
-            message: `The kernel ended the run without a result (${this.owner.label}, reply ${reply.status ?? "none"}); the session restarts it on the next run`,
+          // A kernel restarted behind our back (another client, or a restart notice lost with a dropped
+          // WebSocket) no longer knows the engine: the run ends without a result. Say what happened.
+          void this.replaced().then((replaced) => {
+            if (replaced) this.endReplaced();
+            else
+              this.end("broken", "killed", {
+                code: "WORKER_CRASHED",
+                message: `The kernel ended the run without a result (${this.owner.label}, reply ${reply.status ?? "none"}); the session restarts it on the next run`,
+              });
           });
         }
       },
-      () => {
-        // The request was dropped by the connection: a restart, a death or a dispose, which the
-        // status and connection hooks report.
+      (error: unknown) => {
         run.done = true;
         run.wake?.();
+        // A restart, a death or a dispose drops the request after the status and connection hooks ended
+        // this life. Dropped while the life goes on, nobody else would end the run: it would wait forever.
+        if (!this.alive || this.run !== run) return;
+        this.run = undefined;
+        this.end("broken", "killed", {
+          code: "WORKER_CRASHED",
+          message:
+            `The connection to the kernel (${this.owner.label}) dropped the run ` +
+            `(${error instanceof Error ? error.message : String(error)}): whether it ran is unknown. ` +
+            "The next run starts from a restarted kernel (variables cleared)",
+        });
       },
     );
   }
@@ -250,8 +277,17 @@ export class KernelWorker implements WorkerChannel {
     if (status === "connected") {
       clearTimeout(this.reconnectTimer);
       this.reconnectTimer = undefined;
+      // While the WebSocket was down, the server may have restarted the kernel; its notice went to
+      // nobody, and the services adopt the new process silently. A run sent to it would wait forever.
+      if (this.reconnecting) {
+        this.reconnecting = false;
+        void this.replaced().then((replaced) => {
+          if (replaced) this.endReplaced();
+        });
+      }
       return;
     }
+    this.reconnecting = true;
     const lost: Failure = {
       code: "KERNEL_CONNECTION_LOST",
       message:
@@ -270,6 +306,31 @@ export class KernelWorker implements WorkerChannel {
         KERNEL_RECONNECT_WAIT_MS,
       );
     }
+  }
+
+  /**
+   * Whether the kernel process behind the link is no longer the one this life started on: its kernel_info
+   * reply carries another session. False when either reply does not come in time (a busy kernel answers
+   * kernel_info only after its running cell).
+   */
+  private async replaced(): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(resolve, KERNEL_RECONNECT_WAIT_MS, undefined);
+    });
+    const now = this.link.kernelSession().catch(() => undefined);
+    const [before, after] = await Promise.race([Promise.all([this.kernelSession, now]), late.then(() => [])]);
+    clearTimeout(timer);
+    return before !== undefined && after !== undefined && before !== after;
+  }
+
+  private endReplaced(): void {
+    this.end("exited", "restarted", {
+      code: "WORKER_CRASHED",
+      message:
+        `The kernel (${this.owner.label}) was restarted behind this session (it died, or its server or ` +
+        "another client restarted it); variables cleared",
+    });
   }
 
   private end(reason: CloseReason, how: LifeEnd, loss?: Failure): void {

@@ -2,7 +2,8 @@
 // bad arguments and a bad kernel server answer at once with a code and what to do; kernels this server
 // started never outlive it (session close, stdin closed, SIGTERM, kill -9 and the next start); the Jupyter
 // server dying mid-cell ends the run as "outcome unknown" and the next run gets a new kernel once the
-// server is back.
+// server is back; a kernel restarted behind the session (by another client, or while our WebSocket was
+// down, so that no restart notice reached us) ends the next run with what happened instead of a hang.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -287,6 +288,75 @@ describe.skipIf(noJupyter !== undefined)("the connection blips during a run", ()
       expect(proxy.accepted).toBeGreaterThan(before);
       expect(done).toMatchObject({ success: true, value: 1, stdout: "after the blip\n", state: "preserved" });
       expect(await run("runs")).toMatchObject({ success: true, value: 1, generation: 1 });
+    } finally {
+      await h.close();
+      proxy.stop();
+      expect(await jupyter.kernels()).toEqual([]);
+    }
+  }, 60_000);
+});
+
+describe.skipIf(noJupyter !== undefined)("the kernel is restarted behind the session", () => {
+  const open = async (h: Harness) => {
+    const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
+      .structuredContent.session_id;
+    const run = async (code: string) =>
+      (await h.call("execute_python", { session_id: session, code })).structuredContent;
+    return { session, run };
+  };
+
+  test("by another client (JupyterLab's Restart): the next run says so, then runs on", async () => {
+    const jupyter = shared as JupyterServer;
+    const h = await startServer(jupyter);
+    try {
+      const { run } = await open(h);
+      expect(await run("x = 1\nx")).toMatchObject({ success: true, value: 1, generation: 1 });
+      const [id] = await jupyter.kernels();
+      await jupyter.restartKernel(id as string);
+      const lost = await run("x");
+      expect(lost).toMatchObject({ success: false, error_code: "WORKER_CRASHED", state: "cleared" });
+      expect(lost.error).toContain("restarted behind this session");
+      const next = await run("'x' in globals()");
+      expect(next).toMatchObject({ success: true, value: false });
+      expect(next.generation).toBeGreaterThan(1);
+    } finally {
+      await h.close();
+      expect(await jupyter.kernels()).toEqual([]);
+    }
+  }, 60_000);
+
+  test("while the connection was down: the run sent meanwhile says so instead of waiting forever", async () => {
+    const jupyter = shared as JupyterServer;
+    const proxy = TcpProxy.start(Number(new URL(jupyter.url).port));
+    const h = await startServer(jupyter, undefined, proxy.url);
+    try {
+      const { session, run } = await open(h);
+      expect(await run("x = 1\nx")).toMatchObject({ success: true, value: 1 });
+      const [id] = await jupyter.kernels();
+      // The server's restart notice goes to the WebSocket handlers connected at the time: none of ours.
+      proxy.hold();
+      await jupyter.restartKernel(id as string);
+      const started = (await h.call("python_start", { session_id: session, code: "'x' in globals()" }))
+        .structuredContent;
+      await waitFor(
+        async () =>
+          (await h.call("python_run", { session_id: session, run_id: started.run_id })).structuredContent
+            .status === "running",
+        { what: "the run to be sent to the kernel" },
+      );
+      proxy.release();
+      let lost: Record<string, unknown> = {};
+      await waitFor(
+        async () => {
+          lost = (await h.call("python_run", { session_id: session, run_id: started.run_id }))
+            .structuredContent;
+          return "success" in lost;
+        },
+        { timeoutMs: 30_000, intervalMs: 200, what: "the run's result" },
+      );
+      expect(lost).toMatchObject({ success: false, error_code: "WORKER_CRASHED", state: "cleared" });
+      expect(String(lost.error)).toContain("restarted behind this session");
+      expect(await run("'x' in globals()")).toMatchObject({ success: true, value: false });
     } finally {
       await h.close();
       proxy.stop();

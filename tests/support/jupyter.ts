@@ -135,6 +135,16 @@ export class JupyterServer {
     return ((await response.json()) as { id: string }[]).map((kernel) => kernel.id);
   }
 
+  /** Restarts a kernel through the REST API, as another client (JupyterLab's "Restart Kernel") does. */
+  async restartKernel(id: string): Promise<void> {
+    const response = await fetch(`${this.url}api/kernels/${id}/restart`, {
+      method: "POST",
+      headers: { authorization: `token ${this.token}` },
+    });
+    if (!response.ok)
+      throw new Error(`restarting kernel ${id}: HTTP ${response.status} ${await response.text()}`);
+  }
+
   /** Stops it as `stop` does; resolves with the kernels it still ran (our tests expect none). */
   async stopListing(): Promise<string[]> {
     try {

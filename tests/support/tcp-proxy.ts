@@ -1,5 +1,6 @@
 // A TCP forwarder on loopback that a test can cut: every connection through it is dropped at once (as a
-// proxy restart or a network blip would), and new ones are accepted again afterwards.
+// proxy restart or a network blip would), and new ones are accepted again afterwards. Held, it also keeps
+// new connections waiting (a network that is down for a while) until released.
 import type { Socket, TCPSocketListener } from "bun";
 
 interface Pair {
@@ -10,6 +11,9 @@ interface Pair {
 export class TcpProxy {
   /** Connections accepted so far. */
   accepted = 0;
+
+  /** Clients accepted while held, to be connected on release. */
+  private held: (() => void)[] | undefined;
 
   private constructor(
     private readonly listener: TCPSocketListener<Pair>,
@@ -31,28 +35,31 @@ export class TcpProxy {
           client.data = { peer: undefined, pending: [] };
           open.add(client);
           if (proxy) proxy.accepted++;
-          void Bun.connect<Pair>({
-            hostname: "127.0.0.1",
-            port: targetPort,
-            socket: {
-              open(upstream) {
-                upstream.data = { peer: client, pending: [] };
-                open.add(upstream);
-                client.data.peer = upstream;
-                for (const chunk of client.data.pending.splice(0)) upstream.write(chunk);
+          const connect = () =>
+            void Bun.connect<Pair>({
+              hostname: "127.0.0.1",
+              port: targetPort,
+              socket: {
+                open(upstream) {
+                  upstream.data = { peer: client, pending: [] };
+                  open.add(upstream);
+                  client.data.peer = upstream;
+                  for (const chunk of client.data.pending.splice(0)) upstream.write(chunk);
+                },
+                data(upstream, chunk) {
+                  upstream.data.peer?.write(chunk);
+                },
+                close(upstream) {
+                  open.delete(upstream);
+                  upstream.data.peer?.end();
+                },
+                error(upstream) {
+                  upstream.data.peer?.end();
+                },
               },
-              data(upstream, chunk) {
-                upstream.data.peer?.write(chunk);
-              },
-              close(upstream) {
-                open.delete(upstream);
-                upstream.data.peer?.end();
-              },
-              error(upstream) {
-                upstream.data.peer?.end();
-              },
-            },
-          }).catch(() => client.end());
+            }).catch(() => client.end());
+          if (proxy?.held) proxy.held.push(connect);
+          else connect();
         },
         data(client, chunk) {
           if (client.data.peer) client.data.peer.write(chunk);
@@ -77,7 +84,21 @@ export class TcpProxy {
     this.open.clear();
   }
 
+  /** Drops every connection now and keeps new ones waiting until `release`. */
+  hold(): void {
+    this.held ??= [];
+    this.cut();
+  }
+
+  /** Connects the connections that waited, and new ones from now on. */
+  release(): void {
+    const waiting = this.held ?? [];
+    this.held = undefined;
+    for (const connect of waiting) connect();
+  }
+
   stop(): void {
+    this.held = undefined;
     this.cut();
     this.listener.stop(true);
   }
