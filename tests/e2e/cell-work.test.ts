@@ -1,13 +1,22 @@
 // What a cell leaves behind: tasks, timers, threads, child processes — and the helpers sh(),
 // checkpoint()/restore(), repl_history()/repl_source().
-import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, pidAlive, taggedPids, waitFor } from "../support/harness.ts";
+import { Harness, pidAlive, SessionClient, taggedPids, waitFor } from "../support/harness.ts";
 
-let h: Harness;
+// One server for the file; each test has a session (a worker and a project) of its own, and a test that
+// needs the server itself starts one.
+let server: Harness;
+let h: SessionClient;
+beforeAll(async () => {
+  server = await Harness.start();
+});
+afterAll(async () => {
+  await server.close();
+});
 beforeEach(async () => {
-  h = await Harness.start();
+  h = await SessionClient.open(server);
 });
 afterEach(async () => {
   await h.close();
@@ -122,15 +131,21 @@ describe("child processes", () => {
   });
 
   test("server SIGKILL after a detached Popen: worker and the detached sleep are gone within 5 s", async () => {
-    const sleeper = await value(
-      "import subprocess\ns = subprocess.Popen(['/bin/sleep', '30'], start_new_session=True)\ns.pid",
-    );
-    expect(pidAlive(sleeper)).toBe(true);
-    process.kill(h.serverPid, "SIGKILL");
-    await waitFor(() => !pidAlive(sleeper) && taggedPids(h.tag).length === 0, {
-      timeoutMs: 5_000,
-      what: "worker and sleep to die",
-    });
+    const own = await Harness.start();
+    try {
+      const started = await own.run(
+        "import subprocess\ns = subprocess.Popen(['/bin/sleep', '30'], start_new_session=True)\ns.pid",
+      );
+      const sleeper = started.value as number;
+      expect(pidAlive(sleeper)).toBe(true);
+      process.kill(own.serverPid, "SIGKILL");
+      await waitFor(() => !pidAlive(sleeper) && taggedPids(own.tag).length === 0, {
+        timeoutMs: 5_000,
+        what: "worker and sleep to die",
+      });
+    } finally {
+      await own.close();
+    }
   });
 
   test("cancel kills a detached child started by the running cell", async () => {

@@ -1,12 +1,21 @@
-// execute_python end to end: the compiled binary, a real python3, the SDK client over stdio.
-import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+// execute_python end to end: the compiled binary, a real python3, the SDK client over stdio. One server
+// for the file; each test runs in a session of its own (the default session's own behaviour is
+// sessions.test.ts's).
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, STUCK_IN_C } from "../support/harness.ts";
+import { Harness, SessionClient, STUCK_IN_C } from "../support/harness.ts";
 
-let h: Harness;
+let server: Harness;
+let h: SessionClient;
+beforeAll(async () => {
+  server = await Harness.start();
+});
+afterAll(async () => {
+  await server.close();
+});
 beforeEach(async () => {
-  h = await Harness.start();
+  h = await SessionClient.open(server);
 });
 afterEach(async () => {
   await h.close();
@@ -244,18 +253,21 @@ describe("crashes, timeouts and reset", () => {
   });
 
   test("a large environment reaches the worker whole (the guardian spec is written completely)", async () => {
-    await h.close();
     // 300 KB in all: more than a socket buffer holds, each variable under the OS's 128 KiB limit.
     const big = {
       REPL_BIG_A: "a".repeat(100_000),
       REPL_BIG_B: "b".repeat(100_000),
       REPL_BIG_C: "c".repeat(100_000),
     };
-    h = await Harness.start({ env: big });
-    const sizes = await h.run(
-      "import os\n[len(os.environ[name]) for name in ('REPL_BIG_A', 'REPL_BIG_B', 'REPL_BIG_C')]",
-    );
-    expect(sizes.value).toEqual([100_000, 100_000, 100_000]);
+    const own = await Harness.start({ env: big });
+    try {
+      const sizes = await own.run(
+        "import os\n[len(os.environ[name]) for name in ('REPL_BIG_A', 'REPL_BIG_B', 'REPL_BIG_C')]",
+      );
+      expect(sizes.value).toEqual([100_000, 100_000, 100_000]);
+    } finally {
+      await own.close();
+    }
   });
 
   test("a cell that needs more than the code limit is refused", async () => {

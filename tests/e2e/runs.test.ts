@@ -1,13 +1,22 @@
 // Long runs: python_start / python_run / python_cancel, the busy slot, history, and cancellation that
 // leaves no late effects.
-import { afterEach, beforeEach, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, waitFor } from "../support/harness.ts";
+import { Harness, SessionClient, waitFor } from "../support/harness.ts";
 
-let h: Harness;
+// One server for the file; each test has a session (a worker and a project) of its own, and a test that
+// needs the server itself starts one.
+let server: Harness;
+let h: SessionClient;
+beforeAll(async () => {
+  server = await Harness.start();
+});
+afterAll(async () => {
+  await server.close();
+});
 beforeEach(async () => {
-  h = await Harness.start();
+  h = await SessionClient.open(server);
 });
 afterEach(async () => {
   await h.close();
@@ -139,14 +148,17 @@ test("a start with a stale expected_generation records the refusal in its result
 });
 
 test("a cell over its memory budget is stopped and no worker remains", async () => {
-  await h.close();
-  h = await Harness.start({ args: ["--max-memory-mib", "48"] });
-  const result = await h.run("blob = b'x' * (128 * 1024 * 1024)\nimport time\ntime.sleep(5)", {
-    timeout: 30,
-  });
-  expect(result.success).toBe(false);
-  expect(result.error).toBe("Python worker exceeded RSS budget; variables cleared");
-  expect(result.state).toBe("cleared");
-  await waitFor(() => h.children().length === 0, { timeoutMs: 5_000, what: "the worker to be gone" });
-  expect((await h.run("1 + 1")).state_reset).toBe(true);
+  const own = await Harness.start({ args: ["--max-memory-mib", "48"] });
+  try {
+    const result = await own.run("blob = b'x' * (128 * 1024 * 1024)\nimport time\ntime.sleep(5)", {
+      timeout: 30,
+    });
+    expect(result.success).toBe(false);
+    expect(result.error).toBe("Python worker exceeded RSS budget; variables cleared");
+    expect(result.state).toBe("cleared");
+    await waitFor(() => own.children().length === 0, { timeoutMs: 5_000, what: "the worker to be gone" });
+    expect((await own.run("1 + 1")).state_reset).toBe(true);
+  } finally {
+    await own.close();
+  }
 });

@@ -184,6 +184,57 @@ export class Harness extends ToolClient {
   }
 }
 
+/** The tools that take no session (every other tool is routed to one by `session_id`). */
+const UNROUTED = new Set([
+  "python_session_open",
+  "python_session_close",
+  "python_session_list",
+  "python_health",
+]);
+
+/**
+ * A session of its own on a server that a test file shares, with a project directory of its own. A
+ * server per test costs a few tenths of a second of CPU to start; a session only its interpreter probe.
+ * Routed tools called through it carry its `session_id`, so a test reads as it would against a server of
+ * its own.
+ */
+export class SessionClient {
+  private constructor(
+    readonly harness: Harness,
+    readonly id: string,
+    /** A directory of this session's own, holding its project. */
+    readonly dir: string,
+    readonly project: string,
+  ) {}
+
+  static async open(harness: Harness): Promise<SessionClient> {
+    const dir = realpathSync(mkdtempSync(join(harness.dir, "session-")));
+    const project = join(dir, "project");
+    mkdirSync(project);
+    const opened = await harness.call("python_session_open", { name: "test", project });
+    if (opened.isError)
+      throw new Error(`python_session_open failed: ${JSON.stringify(opened.structuredContent)}`);
+    return new SessionClient(harness, opened.structuredContent.session_id as string, dir, project);
+  }
+
+  call(name: string, args: Record<string, unknown> = {}, options: { signal?: AbortSignal } = {}) {
+    return this.harness.call(name, UNROUTED.has(name) ? args : { session_id: this.id, ...args }, options);
+  }
+
+  /** Runs one cell in this session and returns its structured result. */
+  async run(code: string, args: Record<string, unknown> = {}) {
+    return (await this.call("execute_python", { code, ...args })).structuredContent;
+  }
+
+  /** Closes the session (its worker stops) and removes its directory; the server goes on. */
+  async close(): Promise<void> {
+    const closed = await this.harness.call("python_session_close", { session_id: this.id });
+    if (closed.isError)
+      throw new Error(`python_session_close failed: ${JSON.stringify(closed.structuredContent)}`);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
 export function taggedPids(tag: string): number[] {
   // Each NUL-terminated entry of /proc/<pid>/environ; the tag is matched whole. Runs often (every wait
   // for processes to go), over every process of a parallel run, so only a match costs a second read.
