@@ -15,16 +15,24 @@ const args = process.argv.slice(2);
 const timings = join(import.meta.dir, "timings.json");
 
 /**
- * The `python3` the suite's servers start: a bare virtual environment of the machine's `python3`, first
- * on PATH. The same CPython, with nothing of the developer's site-packages: packages installed there do
- * not leak into the tests, and neither do their start-up hooks (a `.pth` file that imports a package
- * costs every interpreter start, and the suite starts about seven hundred). It also skips a version
- * manager's shim (pyenv's costs 0.3 s of CPU per start). Tests that need packages use the system's
- * Python explicitly. Falls back to the interpreter itself if no environment can be made.
+ * The `python3` the suite's servers start: a bare virtual environment, first on PATH, of the system's
+ * interpreter (`/usr/bin/python3`, the one the distribution's Jupyter and matplotlib are installed for,
+ * which the package tests use by path) or, where there is none, of `python3` on PATH. Bare, so nothing of
+ * the developer's site-packages leaks into the tests, nor their start-up hooks (a `.pth` file that imports
+ * a package costs every interpreter start, and the suite starts about seven hundred); it also skips a
+ * version manager's shim and build (pyenv's shim costs 0.3 s of CPU per start, and its unoptimised
+ * CPython twice the CPU of the distribution's PGO build). Falls back to the interpreter itself if no
+ * environment can be made.
  */
 function pathWithBarePython(into: string): string {
   const path = process.env.PATH ?? "/usr/bin:/bin";
-  const found = Bun.spawnSync(["python3", "-c", "import sys; print(sys.executable)"], { env: process.env });
+  const system = "/usr/bin/python3";
+  const found = Bun.spawnSync(
+    [existsSync(system) ? system : "python3", "-c", "import sys; print(sys.executable)"],
+    {
+      env: process.env,
+    },
+  );
   const real = found.success ? found.stdout.toString().trim() : "";
   if (!real.startsWith("/")) return path;
   const made = Bun.spawnSync([real, "-m", "venv", "--without-pip", into], { stderr: "pipe" });
