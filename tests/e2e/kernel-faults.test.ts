@@ -297,70 +297,51 @@ describe.skipIf(noJupyter !== undefined)("the connection blips during a run", ()
 });
 
 describe.skipIf(noJupyter !== undefined)("the kernel is restarted behind the session", () => {
-  const open = async (h: Harness) => {
-    const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
-      .structuredContent.session_id;
-    const run = async (code: string) =>
-      (await h.call("execute_python", { session_id: session, code })).structuredContent;
-    return { session, run };
-  };
-
-  test("by another client (JupyterLab's Restart): the next run says so, then runs on", async () => {
-    const jupyter = shared as JupyterServer;
-    const h = await startServer(jupyter);
-    try {
-      const { run } = await open(h);
-      expect(await run("x = 1\nx")).toMatchObject({ success: true, value: 1, generation: 1 });
-      const [id] = await jupyter.kernels();
-      await jupyter.restartKernel(id as string);
-      const lost = await run("x");
-      expect(lost).toMatchObject({ success: false, error_code: "WORKER_CRASHED", state: "cleared" });
-      expect(lost.error).toContain("restarted behind this session");
-      const next = await run("'x' in globals()");
-      expect(next).toMatchObject({ success: true, value: false });
-      expect(next.generation).toBeGreaterThan(1);
-    } finally {
-      await h.close();
-      expect(await jupyter.kernels()).toEqual([]);
-    }
-  }, 60_000);
-
-  test("while the connection was down: the run sent meanwhile says so instead of waiting forever", async () => {
+  test("by another client, with our WebSocket up or down: the next run says so, then runs on", async () => {
     const jupyter = shared as JupyterServer;
     const proxy = TcpProxy.start(Number(new URL(jupyter.url).port));
     const h = await startServer(jupyter, undefined, proxy.url);
     try {
-      const { session, run } = await open(h);
-      expect(await run("x = 1\nx")).toMatchObject({ success: true, value: 1 });
+      const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
+        .structuredContent.session_id;
+      const call = async (tool: string, args: Record<string, unknown>) =>
+        (await h.call(tool, { session_id: session, ...args })).structuredContent;
+      const run = (code: string) => call("execute_python", { code });
+      expect(await run("x = 1\nx")).toMatchObject({ success: true, value: 1, generation: 1 });
       const [id] = await jupyter.kernels();
-      // The server's restart notice goes to the WebSocket handlers connected at the time: none of ours.
+
+      // JupyterLab's Restart: no notice reaches the other connections; the next run finds a new process.
+      await jupyter.restartKernel(id as string);
+      const lost = await run("x");
+      expect(lost).toMatchObject({ success: false, error_code: "WORKER_CRASHED", state: "cleared" });
+      expect(lost.error).toContain("restarted behind this session");
+      const next = await run("'x' in globals()\nx = 2");
+      expect(next).toMatchObject({ success: true });
+      expect(next.generation).toBeGreaterThan(1);
+
+      // A restart while our WebSocket is down (its notice goes to nobody), and a run sent meanwhile.
       proxy.hold();
       await jupyter.restartKernel(id as string);
-      const started = (await h.call("python_start", { session_id: session, code: "'x' in globals()" }))
-        .structuredContent;
-      await waitFor(
-        async () =>
-          (await h.call("python_run", { session_id: session, run_id: started.run_id })).structuredContent
-            .status === "running",
-        { what: "the run to be sent to the kernel" },
-      );
+      const started = await call("python_start", { code: "'x' in globals()" });
+      await waitFor(async () => (await call("python_run", { run_id: started.run_id })).status === "running", {
+        what: "the run to be sent to the kernel",
+      });
       proxy.release();
-      let lost: Record<string, unknown> = {};
+      let held: Record<string, unknown> = {};
       await waitFor(
         async () => {
-          lost = (await h.call("python_run", { session_id: session, run_id: started.run_id }))
-            .structuredContent;
-          return "success" in lost;
+          held = await call("python_run", { run_id: started.run_id });
+          return "success" in held;
         },
         { timeoutMs: 30_000, intervalMs: 200, what: "the run's result" },
       );
-      expect(lost).toMatchObject({ success: false, error_code: "WORKER_CRASHED", state: "cleared" });
-      expect(String(lost.error)).toContain("restarted behind this session");
+      expect(held).toMatchObject({ success: false, error_code: "WORKER_CRASHED", state: "cleared" });
+      expect(String(held.error)).toContain("restarted behind this session");
       expect(await run("'x' in globals()")).toMatchObject({ success: true, value: false });
     } finally {
       await h.close();
       proxy.stop();
       expect(await jupyter.kernels()).toEqual([]);
     }
-  }, 60_000);
+  }, 90_000);
 });
