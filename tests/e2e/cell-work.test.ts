@@ -1,26 +1,13 @@
 // What a cell leaves behind: tasks, timers, threads, child processes — and the helpers sh(),
 // checkpoint()/restore(), repl_history()/repl_source().
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, pidAlive, SessionClient, taggedPids, waitFor } from "../support/harness.ts";
+import { Harness, pidAlive, sessionPerTest, taggedPids, waitFor } from "../support/harness.ts";
 
-// One server for the file; each test has a session (a worker and a project) of its own, and a test that
-// needs the server itself starts one.
-let server: Harness;
-let h: SessionClient;
-beforeAll(async () => {
-  server = await Harness.start();
-});
-afterAll(async () => {
-  await server.close();
-});
-beforeEach(async () => {
-  h = await SessionClient.open(server);
-});
-afterEach(async () => {
-  await h.close();
-});
+// One server for the file; each test runs in a session (a worker and a project) of its own, and a test
+// that needs the server itself starts one.
+const h = sessionPerTest();
 
 const q = JSON.stringify;
 

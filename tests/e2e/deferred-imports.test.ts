@@ -1,26 +1,14 @@
 // The worker starts without asyncio, subprocess or linecache and adapts each at its first import
 // (worker.py, "Deferred imports"). Whatever the order of first use, cells see one persistent loop,
 // tracked children and their own source lines, as if everything had been there from the start.
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, SessionClient } from "../support/harness.ts";
+import { sessionPerTest } from "../support/harness.ts";
 
-// One server for the file; each test has a session (a worker and a project) of its own.
-let server: Harness;
-let h: SessionClient;
-beforeAll(async () => {
-  server = await Harness.start();
-});
-afterAll(async () => {
-  await server.close();
-});
-beforeEach(async () => {
-  h = await SessionClient.open(server);
-});
-afterEach(async () => {
-  await h.close();
-});
+// One server for the file; each test runs in a session (a worker and a project) of its own, and a test
+// that needs the server itself starts one.
+const h = sessionPerTest();
 
 const DEFERRED =
   "sorted(m for m in ('asyncio', 'concurrent.futures', 'subprocess', 'linecache') if m in sys.modules)";

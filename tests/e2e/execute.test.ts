@@ -1,25 +1,14 @@
 // execute_python end to end: the compiled binary, a real python3, the SDK client over stdio. One server
 // for the file; each test runs in a session of its own (the default session's own behaviour is
 // sessions.test.ts's).
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, SessionClient, STUCK_IN_C } from "../support/harness.ts";
+import { Harness, STUCK_IN_C, sessionPerTest } from "../support/harness.ts";
 
-let server: Harness;
-let h: SessionClient;
-beforeAll(async () => {
-  server = await Harness.start();
-});
-afterAll(async () => {
-  await server.close();
-});
-beforeEach(async () => {
-  h = await SessionClient.open(server);
-});
-afterEach(async () => {
-  await h.close();
-});
+// One server for the file; each test runs in a session (a worker and a project) of its own, and a test
+// that needs the server itself starts one.
+const h = sessionPerTest();
 
 describe("cells", () => {
   test("variables persist between cells and the trailing value comes back as JSON", async () => {

@@ -268,16 +268,33 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter server dies during a run",
   }, 120_000);
 });
 
+/** A server that reaches the shared Jupyter Server through a TcpProxy, with a kernel session open on it. */
+async function sessionThroughProxy() {
+  const jupyter = shared as JupyterServer;
+  const proxy = TcpProxy.start(Number(new URL(jupyter.url).port));
+  const h = await startServer(jupyter, undefined, proxy.url);
+  const close = async () => {
+    await h.close();
+    proxy.stop();
+    expect(await jupyter.kernels()).toEqual([]);
+  };
+  try {
+    const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
+      .structuredContent.session_id;
+    const call = async (tool: string, args: Record<string, unknown>) =>
+      (await h.call(tool, { session_id: session, ...args })).structuredContent;
+    const run = (code: string) => call("execute_python", { code });
+    return { jupyter, proxy, call, run, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
 describe.skipIf(noJupyter !== undefined)("the connection blips during a run", () => {
   test("the session reconnects, the run's end arrives, nothing runs twice", async () => {
-    const jupyter = shared as JupyterServer;
-    const proxy = TcpProxy.start(Number(new URL(jupyter.url).port));
-    const h = await startServer(jupyter, undefined, proxy.url);
+    const { proxy, run, close } = await sessionThroughProxy();
     try {
-      const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
-        .structuredContent.session_id;
-      const run = async (code: string) =>
-        (await h.call("execute_python", { session_id: session, code })).structuredContent;
       await run("runs = 0");
       const pending = run("import time\nruns += 1\ntime.sleep(2)\nprint('after the blip')\nruns");
       await Bun.sleep(500);
@@ -289,24 +306,15 @@ describe.skipIf(noJupyter !== undefined)("the connection blips during a run", ()
       expect(done).toMatchObject({ success: true, value: 1, stdout: "after the blip\n", state: "preserved" });
       expect(await run("runs")).toMatchObject({ success: true, value: 1, generation: 1 });
     } finally {
-      await h.close();
-      proxy.stop();
-      expect(await jupyter.kernels()).toEqual([]);
+      await close();
     }
   }, 60_000);
 });
 
 describe.skipIf(noJupyter !== undefined)("the kernel is restarted behind the session", () => {
   test("by another client, with our WebSocket up or down: the next run says so, then runs on", async () => {
-    const jupyter = shared as JupyterServer;
-    const proxy = TcpProxy.start(Number(new URL(jupyter.url).port));
-    const h = await startServer(jupyter, undefined, proxy.url);
+    const { jupyter, proxy, call, run, close } = await sessionThroughProxy();
     try {
-      const session = (await h.call("python_session_open", { name: "k", kernel_server: "lab" }))
-        .structuredContent.session_id;
-      const call = async (tool: string, args: Record<string, unknown>) =>
-        (await h.call(tool, { session_id: session, ...args })).structuredContent;
-      const run = (code: string) => call("execute_python", { code });
       expect(await run("x = 1\nx")).toMatchObject({ success: true, value: 1, generation: 1 });
       const [id] = await jupyter.kernels();
 
@@ -339,9 +347,7 @@ describe.skipIf(noJupyter !== undefined)("the kernel is restarted behind the ses
       expect(String(held.error)).toContain("restarted behind this session");
       expect(await run("'x' in globals()")).toMatchObject({ success: true, value: false });
     } finally {
-      await h.close();
-      proxy.stop();
-      expect(await jupyter.kernels()).toEqual([]);
+      await close();
     }
   }, 90_000);
 });

@@ -1,26 +1,13 @@
 // Long runs: python_start / python_run / python_cancel, the busy slot, history, and cancellation that
 // leaves no late effects.
-import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, SessionClient, waitFor } from "../support/harness.ts";
+import { Harness, sessionPerTest, waitFor } from "../support/harness.ts";
 
-// One server for the file; each test has a session (a worker and a project) of its own, and a test that
-// needs the server itself starts one.
-let server: Harness;
-let h: SessionClient;
-beforeAll(async () => {
-  server = await Harness.start();
-});
-afterAll(async () => {
-  await server.close();
-});
-beforeEach(async () => {
-  h = await SessionClient.open(server);
-});
-afterEach(async () => {
-  await h.close();
-});
+// One server for the file; each test runs in a session (a worker and a project) of its own, and a test
+// that needs the server itself starts one.
+const h = sessionPerTest();
 
 async function start(code: string, args: Record<string, unknown> = {}) {
   const started = await h.call("python_start", { code, ...args });

@@ -2,6 +2,7 @@
 // era. Every server runs in its own temporary project with HOME and XDG directories inside it, and carries a
 // unique tag in its environment so the test can find every process it left behind (the worker and guardian
 // inherit it).
+import { afterAll, afterEach, beforeAll, beforeEach } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -233,6 +234,49 @@ export class SessionClient {
       throw new Error(`python_session_close failed: ${JSON.stringify(closed.structuredContent)}`);
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** What a test sees of its session, whether it holds the SessionClient or the file's `sessionPerTest`. */
+export type TestSession = Pick<SessionClient, "id" | "dir" | "project" | "call" | "run">;
+
+/**
+ * One server for a test file and a session of its own for each of its tests. It registers the file's
+ * hooks, so a test file calls it at its top level (a helper module must not: under --no-isolate its hooks
+ * would apply to every later file of the worker). Returns the running test's session.
+ */
+export function sessionPerTest(): TestSession {
+  let server: Harness | undefined;
+  let current: SessionClient | undefined;
+  beforeAll(async () => {
+    server = await Harness.start();
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  beforeEach(async () => {
+    current = await SessionClient.open(server as Harness);
+  });
+  afterEach(async () => {
+    await current?.close();
+    current = undefined;
+  });
+  const session = (): SessionClient => {
+    if (!current) throw new Error("the file's session exists only while a test runs");
+    return current;
+  };
+  return {
+    get id() {
+      return session().id;
+    },
+    get dir() {
+      return session().dir;
+    },
+    get project() {
+      return session().project;
+    },
+    call: (...args) => session().call(...args),
+    run: (...args) => session().run(...args),
+  };
 }
 
 export function taggedPids(tag: string): number[] {
