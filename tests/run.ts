@@ -26,13 +26,8 @@ const timings = join(import.meta.dir, "timings.json");
  */
 function pathWithBarePython(into: string): string {
   const path = process.env.PATH ?? "/usr/bin:/bin";
-  const system = "/usr/bin/python3";
-  const found = Bun.spawnSync(
-    [existsSync(system) ? system : "python3", "-c", "import sys; print(sys.executable)"],
-    {
-      env: process.env,
-    },
-  );
+  const python = existsSync("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const found = Bun.spawnSync([python, "-c", "import sys; print(sys.executable)"], { env: process.env });
   const real = found.success ? found.stdout.toString().trim() : "";
   if (!real.startsWith("/")) return path;
   const made = Bun.spawnSync([real, "-m", "venv", "--without-pip", into], { stderr: "pipe" });

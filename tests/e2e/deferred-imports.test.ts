@@ -6,8 +6,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { sessionPerTest } from "../support/harness.ts";
 
-// One server for the file; each test runs in a session (a worker and a project) of its own, and a test
-// that needs the server itself starts one.
+// One server for the file; each test runs in a session (a worker and a project) of its own.
 const h = sessionPerTest();
 
 const DEFERRED =

@@ -1,6 +1,5 @@
-// execute_python end to end: the compiled binary, a real python3, the SDK client over stdio. One server
-// for the file; each test runs in a session of its own (the default session's own behaviour is
-// sessions.test.ts's).
+// execute_python end to end: the compiled binary, a real python3, the SDK client over stdio. The default
+// session's own behaviour is sessions.test.ts's.
 import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
