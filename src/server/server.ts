@@ -223,6 +223,9 @@ async function answer(
 ) {
   const { name, bound, progress, present } = call;
   const requestState = extra.mcpReq.requestState();
+  // A client forgets a call's progress token when it cancels the call: nothing more is reported for it,
+  // even while the cell takes its grace to stop.
+  extra.mcpReq.signal.addEventListener("abort", progress.stop, { once: true });
   try {
     if (
       era === "modern" &&

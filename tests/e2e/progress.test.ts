@@ -1,5 +1,6 @@
 // Live progress: a call with a progress token gets notifications/progress while its cell runs (a
 // heartbeat when silent, the newest output when chatty), none after the response, none without a token.
+// runner: waiting lane
 import { afterEach, beforeEach, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -118,7 +119,11 @@ test("a cancelled call stops its notifications and the cell is cancelled as befo
   const call = h.client.callTool(
     {
       name: "execute_python",
-      arguments: { code: "import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.1)" },
+      // After the interrupt the cell goes on printing for a second before it stops: the call is cancelled
+      // by then, so that output must not be reported to the client, which has forgotten its token.
+      arguments: {
+        code: "import time\ntry:\n    while True:\n        print('tick', flush=True)\n        time.sleep(0.1)\nexcept KeyboardInterrupt:\n    for _ in range(10):\n        print('stopping', flush=True)\n        time.sleep(0.1)\n    raise",
+      },
     },
     { signal: controller.signal, onprogress: (progress) => seen.push(progress), timeout: 30_000 },
   );
