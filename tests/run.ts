@@ -3,8 +3,9 @@
 // a failure. The exit code is bun's.
 //
 // Files run in parallel worker processes (most of a test's time is spent waiting on the processes it
-// drives), the heaviest first as weighed in tests/timings.json (`--weigh` below). Arguments are passed to `bun test`, so
-// `bun run tests/run.ts broker` runs the files whose path contains "broker" (docs/development.md).
+// drives), the heaviest first as weighed in tests/timings.json (`--weigh` below); files that mostly wait
+// out deadlines run beside them in a lane of their own (WAITING_LANE_MARK). Arguments are passed to `bun
+// test`, so `bun run tests/run.ts broker` runs the files whose path contains "broker" (docs/development.md).
 import { dlopen, FFIType } from "bun:ffi";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -175,6 +176,12 @@ const env = {
   ...(workerCache ? { [WORKER_CACHE_VARIABLE]: workerCache } : {}),
 };
 
+/** The suite's test files, as bun names them (paths from the root, sorted). */
+function testFiles(): string[] {
+  const root = resolve(import.meta.dir, "..");
+  return [...new Bun.Glob("tests/**/*.test.ts").scanSync(root)].sort();
+}
+
 /**
  * How much longer than its CPU time a file takes in a full run: four workers share two cores, and
  * sharing costs some more. Used to weigh files for the order (see weigh below).
@@ -190,9 +197,9 @@ const CPU_STRETCH_IN_A_FULL_RUN = 2.4;
  */
 async function weigh(filters: string[]): Promise<number> {
   const root = resolve(import.meta.dir, "..");
-  const files = [...new Bun.Glob("tests/**/*.test.ts").scanSync(root)]
-    .filter((file) => filters.length === 0 || filters.some((filter) => file.includes(filter)))
-    .sort();
+  const files = testFiles().filter(
+    (file) => filters.length === 0 || filters.some((filter) => file.includes(filter)),
+  );
   const recorded = JSON.parse(readFileSync(timings, "utf8")) as {
     version: number;
     files: Record<string, number>;
@@ -232,42 +239,101 @@ if (args[0] === "--weigh") {
   process.exit(failed > 0 || orphans > 0 ? 1 : 0);
 }
 
-const proc = Bun.spawn(
-  [
-    process.execPath,
-    "test",
-    // bun 1.4 ignores bunfig.toml's [test] timeout, so the default per-test limit is given here.
-    "--timeout",
-    "60000",
-    `--parallel=${WORKERS}`,
-    // One module registry per worker across its files: evaluating the SDK and the helpers again for
-    // each of ~90 files costs more CPU than a worker has to spare. Test files therefore register their
-    // own hooks; a helper module must not (tests/fixtures/peers/self-test.ts shows how).
-    "--no-isolate",
-    `--timings=${timings}`,
-    ...args,
-  ],
-  {
-    stdout: "inherit",
-    stderr: "pipe",
-    env,
-  },
-);
+/**
+ * A test file whose tests mostly wait out product deadlines (a 30 s stall, a reload, an agent CLI's turns)
+ * and cost little CPU says so with this line. In a full run those files go to a lane of their own: one
+ * more bun test process beside the workers, running them one after the other. The workers then keep both
+ * cores busy instead of sitting in the same waits at once: in the order bun picks, such files met in most
+ * workers between the second and third minute, and the cores were 65-90 % busy for about a minute. Their
+ * reports are printed after the workers' (two runs' reports must not interleave). Part of the suite, given
+ * by arguments, runs among the workers as before.
+ */
+const WAITING_LANE_MARK = "// runner: waiting lane";
 
-let tail = "";
-const decoder = new TextDecoder();
-for await (const chunk of proc.stderr) {
-  process.stderr.write(chunk);
-  tail = (tail + decoder.decode(chunk, { stream: true })).slice(-20_000);
+function inWaitingLane(file: string): boolean {
+  const source = readFileSync(resolve(import.meta.dir, "..", file), "utf8");
+  return source.split("\n", 40).some((line) => line.trim() === WAITING_LANE_MARK);
 }
-const code = await proc.exited;
+
+interface BunTestRun {
+  exited: Promise<number>;
+  /** The end of what it printed on stderr (where bun writes results and the summary). */
+  tail: () => string;
+}
+
+/**
+ * Starts `bun test` with `extra` arguments. Its stderr is passed through as it comes, or, with `held`, kept
+ * and printed by `release()` (so two runs' file reports never interleave).
+ */
+function bunTest(extra: string[], held = false): BunTestRun & { release: () => void } {
+  const proc = Bun.spawn(
+    [
+      process.execPath,
+      "test",
+      // bun 1.4 ignores bunfig.toml's [test] timeout, so the default per-test limit is given here.
+      "--timeout",
+      "60000",
+      // One module registry per process across its files: evaluating the SDK and the helpers again for
+      // each of ~90 files costs more CPU than a worker has to spare. Test files therefore register their
+      // own hooks; a helper module must not (tests/fixtures/peers/self-test.ts shows how).
+      "--no-isolate",
+      ...extra,
+    ],
+    { stdout: "inherit", stderr: "pipe", env },
+  );
+  const chunks: Uint8Array[] = [];
+  let tail = "";
+  let released = !held;
+  const decoder = new TextDecoder();
+  const read = (async () => {
+    for await (const chunk of proc.stderr) {
+      if (released) process.stderr.write(chunk);
+      else chunks.push(chunk);
+      tail = (tail + decoder.decode(chunk, { stream: true })).slice(-20_000);
+    }
+  })();
+  return {
+    exited: read.then(() => proc.exited),
+    tail: () => tail,
+    release: () => {
+      for (const chunk of chunks.splice(0)) process.stderr.write(chunk);
+      released = true;
+    },
+  };
+}
+
+const parallel = [`--parallel=${WORKERS}`, `--timings=${timings}`];
+const runs: BunTestRun[] = [];
+if (args.length > 0) {
+  // A part of the suite: bun's own filters, every matching file among the workers.
+  const only = bunTest([...parallel, ...args]);
+  await only.exited;
+  runs.push(only);
+} else {
+  const lane = testFiles().filter(inWaitingLane);
+  const workers = bunTest([...parallel, ...lane.map((file) => `--path-ignore-patterns=${file}`)]);
+  // "./" makes each argument a path, not a filter that would also match longer names.
+  const paths = lane.map((file) => `./${file}`);
+  const waiting = lane.length > 0 ? bunTest(paths, true) : undefined;
+  await workers.exited;
+  runs.push(workers);
+  if (waiting) {
+    waiting.release();
+    await waiting.exited;
+    runs.push(waiting);
+  }
+}
+const code = Math.max(...(await Promise.all(runs.map((run) => run.exited))));
 const orphans = watching ? await leftBehind(new Set()) : 0;
 const leftovers = readdirSync(runTmp).filter((entry) => entry !== BARE_PYTHON);
 if (leftovers.length > 0)
   console.error(`${leftovers.length} temporary entries the tests left in ${runTmp} are removed with it`);
 rmSync(runTmp, { recursive: true, force: true });
 
-const count = (label: string) => Number(tail.match(new RegExp(`^\\s*(\\d+) ${label}\\s*$`, "m"))?.[1] ?? 0);
+const count = (label: string) =>
+  runs
+    .map((run) => Number(run.tail().match(new RegExp(`^\\s*(\\d+) ${label}\\s*$`, "m"))?.[1] ?? 0))
+    .reduce((sum, n) => sum + n, 0);
 const passed = count("pass");
 const failed = count("fail") + count("errors?");
 // bun exits nonzero without a summary when nothing could run at all: count that as one failure.

@@ -3,6 +3,7 @@
 // API on 127.0.0.1, and the assertions read the requests that model received. They hold whatever the
 // result style is; the style's own expectations live with the style. With REPL_MCP_AGENT_DUMP set to a
 // directory, the test also writes claude.md there: what the model saw, step by step, verbatim.
+// runner: waiting lane
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

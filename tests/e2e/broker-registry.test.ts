@@ -1,5 +1,6 @@
 // Issue 12, defects 1, 2, 4 and 5: the broker with no registry (disabled), with a registry that fails
 // to load, what mcp.explain names as its evidence, and how long a failed connect is remembered.
+// runner: waiting lane
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";

@@ -1,6 +1,7 @@
 // Who may use --transport http: the token a server makes when none is given (and how a user passes it,
 // down to Claude Code's own CLI), the refusals of an empty or untrustworthy token source, another local
 // user kept out, the token kept from every child, and an authenticated body that cannot be dribbled forever.
+// runner: waiting lane
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";

@@ -1,5 +1,6 @@
 // Opening a session on an interpreter whose probe hangs: the probe's deadline (10 s), and the cap on
 // probes under way. Both tests wait the deadline out, so they run side by side, each on its own server.
+// runner: waiting lane
 import { afterAll, expect, test } from "bun:test";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
