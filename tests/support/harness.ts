@@ -208,10 +208,17 @@ export class SessionClient {
     readonly project: string,
   ) {}
 
-  static async open(harness: Harness): Promise<SessionClient> {
+  static async open(
+    harness: Harness,
+    options: {
+      /** Prepares the project directory (e.g. writes .mcp.json) before the session opens. */
+      beforeOpen?: (project: string) => void;
+    } = {},
+  ): Promise<SessionClient> {
     const dir = realpathSync(mkdtempSync(join(harness.dir, "session-")));
     const project = join(dir, "project");
     mkdirSync(project);
+    options.beforeOpen?.(project);
     const opened = await harness.call("python_session_open", { name: "test", project });
     if (opened.isError)
       throw new Error(`python_session_open failed: ${JSON.stringify(opened.structuredContent)}`);
