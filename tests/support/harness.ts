@@ -251,7 +251,7 @@ export type TestSession = Pick<SessionClient, "id" | "dir" | "project" | "call" 
  * hooks, so a test file calls it at its top level (a helper module must not: under --no-isolate its hooks
  * would apply to every later file of the worker). Returns the running test's session.
  */
-export function sessionPerTest(): TestSession {
+export function sessionPerTest(): TestSession & { readonly server: Harness } {
   let server: Harness | undefined;
   let current: SessionClient | undefined;
   beforeAll(async () => {
@@ -272,6 +272,11 @@ export function sessionPerTest(): TestSession {
     return current;
   };
   return {
+    /** The file's server, for what a client does beyond tool calls (resources, tasks). */
+    get server() {
+      if (!server) throw new Error("the file's server exists only while its tests run");
+      return server;
+    },
     get id() {
       return session().id;
     },
