@@ -213,13 +213,16 @@ export class SessionClient {
     options: {
       /** Prepares the project directory (e.g. writes .mcp.json) before the session opens. */
       beforeOpen?: (project: string) => void;
+      /** The session's interpreter (python_session_open's `python`; default: the server's choice). */
+      python?: string;
     } = {},
   ): Promise<SessionClient> {
     const dir = realpathSync(mkdtempSync(join(harness.dir, "session-")));
     const project = join(dir, "project");
     mkdirSync(project);
     options.beforeOpen?.(project);
-    const opened = await harness.call("python_session_open", { name: "test", project });
+    const python = options.python === undefined ? {} : { python: options.python };
+    const opened = await harness.call("python_session_open", { name: "test", project, ...python });
     if (opened.isError)
       throw new Error(`python_session_open failed: ${JSON.stringify(opened.structuredContent)}`);
     return new SessionClient(harness, opened.structuredContent.session_id as string, dir, project);
