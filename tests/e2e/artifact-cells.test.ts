@@ -5,28 +5,30 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { Harness, waitFor } from "../support/harness.ts";
+import { Harness, sessionPerTest, type TestSession, waitFor } from "../support/harness.ts";
 
 const STDIO_PEER = resolve(import.meta.dir, "../fixtures/peers/stdio-peer.ts");
 
-let h: Harness | undefined;
+// One server for the file; each test runs in a session (a worker and a project) of its own. The
+// artifact_forward test starts a server of its own, with the peer in its launch project's .mcp.json.
+const h = sessionPerTest();
+
+let own: Harness | undefined;
 const cleanups: (() => void)[] = [];
 afterEach(async () => {
-  await h?.close();
-  h = undefined;
+  await own?.close();
+  own = undefined;
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
-async function start(withPeer = false, env: Record<string, string> = {}) {
-  h = await Harness.start({
+async function startWithPeer(env: Record<string, string>) {
+  own = await Harness.start({
     beforeStart: (project) => {
-      if (!withPeer) return;
       const peer = { command: process.execPath, args: [STDIO_PEER], env };
       writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: { peer } }));
     },
   });
-  const sid: string = (await h.health()).server.session_id;
-  return { harness: h, sid };
+  return own;
 }
 
 const sha256 = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
@@ -45,7 +47,7 @@ const COUNT_REQUESTS = [
 ].join("\n");
 
 /** Reads a whole artifact through artifact_read ranges. */
-async function readAll(harness: Harness, sid: string, id: string, size: number): Promise<Buffer> {
+async function readAll(harness: TestSession, sid: string, id: string, size: number): Promise<Buffer> {
   const parts: Buffer[] = [];
   for (let offset = 0; offset < size; offset += 65_536) {
     const range = await harness.call("artifact_read", { session_id: sid, id, offset, encoding: "base64" });
@@ -57,9 +59,8 @@ async function readAll(harness: Harness, sid: string, id: string, size: number):
 
 describe("auto-artifacts", () => {
   test("a 100,000-character string: text artifact uploaded in 4 chunks, short preview, survives reset", async () => {
-    const { harness, sid } = await start();
-    await harness.run(COUNT_REQUESTS);
-    const response = await harness.call("execute_python", { code: "'x' * 100000" });
+    await h.run(COUNT_REQUESTS);
+    const response = await h.call("execute_python", { code: "'x' * 100000" });
     const result = response.structuredContent;
     expect(result.success).toBe(true);
     expect(result.value).toBeUndefined();
@@ -72,25 +73,24 @@ describe("auto-artifacts", () => {
     const text = (response.content[0] as { text: string }).text;
     expect(text).toContain(result.artifact.id);
     expect(text).toContain("artifact_read");
-    const ops = (await harness.run("__ops")).value;
+    const ops = (await h.run("__ops")).value;
     expect(ops).toEqual(["artifact.begin", ...Array(4).fill("artifact.append"), "artifact.commit"]);
 
-    await harness.run("1", { reset: true });
-    const whole = await readAll(harness, sid, result.artifact.id, 100_000);
+    await h.run("1", { reset: true });
+    const whole = await readAll(h, h.id, result.artifact.id, 100_000);
     expect(whole.toString()).toBe("x".repeat(100_000));
   }, 30_000);
 
   test("a list of 3,000 dicts: json artifact, response under 100 KB, the same value read back", async () => {
-    const { harness, sid } = await start();
-    const response = await harness.call("execute_python", {
+    const response = await h.call("execute_python", {
       code: "[{'i': i, 'name': 'row %d' % i, 'ok': i % 2 == 0} for i in range(3000)]",
     });
     expect(Buffer.byteLength(JSON.stringify(response))).toBeLessThan(100_000);
     const result = response.structuredContent;
     expect(result.return_value).toBe("<list; safe preview omitted; length=3000>");
     expect(result.artifact.format).toBe("json");
-    await harness.run("1", { reset: true });
-    const whole = await readAll(harness, sid, result.artifact.id, result.artifact.size);
+    await h.run("1", { reset: true });
+    const whole = await readAll(h, h.id, result.artifact.id, result.artifact.size);
     expect(sha256(whole)).toBe(result.artifact.sha256);
     const rows = JSON.parse(whole.toString());
     expect(rows).toHaveLength(3000);
@@ -98,16 +98,15 @@ describe("auto-artifacts", () => {
   }, 30_000);
 
   test("'Ж' * 100000: 200,000 bytes with the right sha256; a split character is an error, hex is not", async () => {
-    const { harness, sid } = await start();
-    const result = await harness.run("'Ж' * 100000");
+    const result = await h.run("'Ж' * 100000");
     expect(result.artifact).toMatchObject({
       size: 200_000,
       format: "text",
       sha256: sha256("Ж".repeat(100_000)),
     });
-    await harness.run("1", { reset: true });
+    await h.run("1", { reset: true });
     const read = async (args: Record<string, unknown>) =>
-      (await harness.call("artifact_read", { session_id: sid, id: result.artifact.id, ...args }))
+      (await h.call("artifact_read", { session_id: h.id, id: result.artifact.id, ...args }))
         .structuredContent;
     expect((await read({ offset: 199_996 })).content).toBe("ЖЖ");
     expect((await read({ offset: 1, length: 2 })).error).toBe(
@@ -118,31 +117,29 @@ describe("auto-artifacts", () => {
   }, 30_000);
 
   test("bytes and long mcp results become artifacts; custom objects and short values do not", async () => {
-    const { harness } = await start();
-    const bytes = await harness.run("bytes(range(256)) * 200");
+    const bytes = await h.run("bytes(range(256)) * 200");
     expect(bytes.artifact).toMatchObject({ format: "binary", size: 51_200 });
     // An mcp.call result (the bridge's envelope type) whose text is too long to preview.
-    const envelope = await harness.run(
+    const envelope = await h.run(
       "import sys\nsys.modules['__main__']._Envelope(content=[{'type': 'text', 'text': 'y' * 3000}])",
     );
     expect(envelope.artifact.format).toBe("json");
-    const stored = await harness.run(`artifact_read(${JSON.stringify(envelope.artifact.id)})['content']`);
+    const stored = await h.run(`artifact_read(${JSON.stringify(envelope.artifact.id)})['content']`);
     expect(JSON.parse(stored.value)).toEqual({ content: [{ type: "text", text: "y".repeat(3000) }] });
-    const short = await harness.run("'x' * 10");
+    const short = await h.run("'x' * 10");
     expect(short.value).toBe("xxxxxxxxxx");
     expect(short.artifact).toBeUndefined();
-    const custom = await harness.run("class Big:\n    def __len__(self): return 10**6\nBig()");
+    const custom = await h.run("class Big:\n    def __len__(self): return 10**6\nBig()");
     expect(custom.artifact).toBeUndefined();
     expect(custom.artifact_error).toBeUndefined();
   }, 30_000);
 
   test("a value that cannot be stored reports artifact_error and the cell still succeeds", async () => {
-    const { harness } = await start();
-    const result = await harness.run("'\\ud800' * 30000");
+    const result = await h.run("'\\ud800' * 30000");
     expect(result.success).toBe(true);
     expect(result.artifact).toBeUndefined();
     expect(result.artifact_error).toContain("lone surrogate");
-    const deep = await harness.run("x = []\nfor _ in range(200):\n    x = [x]\n[x] * 200");
+    const deep = await h.run("x = []\nfor _ in range(200):\n    x = [x]\n[x] * 200");
     expect(deep.success).toBe(true);
     expect(deep.artifact_error).toContain("exact JSON");
   }, 30_000);
@@ -150,9 +147,8 @@ describe("auto-artifacts", () => {
 
 describe("helpers in cells", () => {
   test("artifact(), artifact_read, artifact_save, artifact_delete round trip", async () => {
-    const { harness } = await start();
-    const dest = join(harness.dir, "saved.bin");
-    const out = await harness.run(
+    const dest = join(h.dir, "saved.bin");
+    const out = await h.run(
       [
         "b = artifact(b'\\x00\\x01binary')",
         "t = artifact('héllo')",
@@ -184,9 +180,8 @@ describe("helpers in cells", () => {
   }, 30_000);
 
   test("artifact() refuses a custom object without calling its repr and without any request", async () => {
-    const { harness } = await start();
-    await harness.run(COUNT_REQUESTS);
-    const out = await harness.run(
+    await h.run(COUNT_REQUESTS);
+    const out = await h.run(
       [
         "calls = []",
         "class Sneaky:",
@@ -207,23 +202,21 @@ describe("helpers in cells", () => {
   }, 30_000);
 
   test("helpers can be shadowed for one cell only; uploads left unfinished are dropped when the cell ends", async () => {
-    const { harness } = await start();
-    expect((await harness.run("artifact = 5\nartifact")).value).toBe(5);
-    expect((await harness.run("callable(artifact)")).value).toBe(true);
+    expect((await h.run("artifact = 5\nartifact")).value).toBe(5);
+    expect((await h.run("callable(artifact)")).value).toBe(true);
     const begin =
       "import sys\n[sys.modules['__main__']._BRIDGE.request('artifact.begin', {'format': 'text'}, 5) for _ in range(4)]";
-    expect((await harness.run(begin)).success).toBe(true);
+    expect((await h.run(begin)).success).toBe(true);
     // Those four were aborted when the cell ended, so four more fit; a fifth does not.
-    const again = await harness.run(
+    const again = await h.run(
       `${begin}\nsys.modules['__main__']._BRIDGE.request('artifact.begin', {'format': 'text'}, 5)`,
     );
     expect(again.error).toContain("Artifact upload capacity exhausted");
-    expect((await harness.run("artifact('fits again')['size']")).value).toBe(10);
+    expect((await h.run("artifact('fits again')['size']")).value).toBe(10);
   }, 30_000);
 
   test("an upload that fails part-way is aborted before the error reaches the cell", async () => {
-    const { harness } = await start();
-    const out = await harness.run(
+    const out = await h.run(
       [
         "import sys",
         "w = sys.modules['__main__']",
@@ -257,7 +250,7 @@ describe("helpers in cells", () => {
   test("artifact_forward from a cell goes through the broker; a tool error raises ToolError", async () => {
     const calls = join(tmpdir(), `peer-calls-${crypto.randomUUID()}`);
     cleanups.push(() => rmSync(calls, { force: true }));
-    const { harness } = await start(true, { PEER_CALL_LOG: calls });
+    const harness = await startWithPeer({ PEER_CALL_LOG: calls });
     const forwarded = await harness.run(
       "ref = artifact([1, {'two': 2}])\nartifact_forward(ref, 'peer', 'receive', 'payload')['structuredContent']",
     );

@@ -1,26 +1,31 @@
 // How a cell's value reaches the artifact store: appends kept in flight (a window, not one round trip
 // each), and large values written into an unnamed file the server adopts, with every check the
 // handover makes and the limits it keeps. Real binary, real python3.
-import { afterEach, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
 import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, tempDir } from "../support/harness.ts";
+import { Harness, SessionClient, tempDir } from "../support/harness.ts";
 
-let h: Harness | undefined;
-let tmp: string | undefined;
+// One server for the file, with a temp directory of its own (its workers inherit it), emptied before each
+// test, so a test sees every file left there; each test runs in a session of its own.
+let server: Harness;
+let tmp: string;
+let h: SessionClient;
+beforeAll(async () => {
+  tmp = tempDir("repl-mcp-uploads-");
+  server = await Harness.start({ env: { TMPDIR: tmp } });
+});
+afterAll(async () => {
+  await server?.close();
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
+beforeEach(async () => {
+  for (const name of readdirSync(tmp)) rmSync(join(tmp, name), { recursive: true, force: true });
+  h = await SessionClient.open(server);
+});
 afterEach(async () => {
   await h?.close();
-  h = undefined;
-  if (tmp) rmSync(tmp, { recursive: true, force: true });
-  tmp = undefined;
 });
-
-/** A server (and worker) with a temp directory of its own, so a test sees every file left there. */
-async function start(): Promise<Harness> {
-  tmp = tempDir("repl-mcp-uploads-");
-  h = await Harness.start({ env: { TMPDIR: tmp } });
-  return h;
-}
 
 /** Python: from here on, every bridge request frame is logged in `log` as "post <what>", and every
  * answer the worker takes from its requests as "answer <what>" (<what>: the op, and the chunk index
@@ -44,8 +49,7 @@ const LOG_FRAMES = [
 ].join("\n");
 
 test("appends in frames keep eight in flight: the worker waits for the oldest only when nine are out", async () => {
-  const harness = await start();
-  const out = await harness.run(
+  const out = await h.run(
     [
       LOG_FRAMES,
       "import hashlib, os",
@@ -72,8 +76,7 @@ test("appends in frames keep eight in flight: the worker waits for the oldest on
 }, 30_000);
 
 test("16 MiB go through an unnamed file the server adopts; nothing is left anywhere", async () => {
-  const harness = await start();
-  const out = await harness.run(
+  const out = await h.run(
     [
       "import hashlib, os, sys",
       "w = sys.modules['__main__']",
@@ -102,20 +105,19 @@ test("16 MiB go through an unnamed file the server adopts; nothing is left anywh
   // One begin handing over the descriptor, sixteen appends of 1 MiB that carry sizes, one commit.
   expect(value.params).toEqual(["fd format", ...Array(16).fill("offset size upload_id"), "upload_id"]);
   expect(value.unnamed).toEqual([]);
-  const path = join(harness.project, "copy.bin");
-  const saved = await harness.call("artifact_save", {
+  const path = join(h.project, "copy.bin");
+  const saved = await h.call("artifact_save", {
     session_id: out.session_id,
     id: value.ref.id,
     path,
   });
   expect(saved.isError).toBe(false);
   expect(new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex")).toBe(value.sha);
-  expect(readdirSync(tmp as string)).toEqual([]);
+  expect(readdirSync(tmp)).toEqual([]);
 }, 60_000);
 
 test("the server adopts only an empty, unnamed, private regular file of this user", async () => {
-  const harness = await start();
-  const out = await harness.run(
+  const out = await h.run(
     [
       "import os, sys",
       "w = sys.modules['__main__']",
@@ -163,8 +165,7 @@ test("the server adopts only an empty, unnamed, private regular file of this use
 }, 30_000);
 
 test("a full temp directory costs nothing either: the value goes as chunks", async () => {
-  const harness = await start();
-  const out = await harness.run(
+  const out = await h.run(
     [
       "import errno, hashlib, os",
       "real = os.pwrite",
@@ -184,8 +185,7 @@ test("a full temp directory costs nothing either: the value goes as chunks", asy
 });
 
 test("a handed-over upload keeps every limit: sizes, offsets, 16 MiB, and exactly the bytes appended", async () => {
-  const harness = await start();
-  const out = await harness.run(
+  const out = await h.run(
     [
       "import os, sys",
       "w = sys.modules['__main__']",
@@ -241,8 +241,7 @@ test("a handed-over upload keeps every limit: sizes, offsets, 16 MiB, and exactl
 }, 60_000);
 
 test("a worker that dies in the middle of a handed-over upload leaves no file and no upload", async () => {
-  const harness = await start();
-  const crashed = await harness.run(
+  const crashed = await h.run(
     [
       "import os",
       "real = os.pwrite",
@@ -257,9 +256,9 @@ test("a worker that dies in the middle of a handed-over upload leaves no file an
     ].join("\n"),
   );
   expect(crashed).toMatchObject({ success: false, state: "cleared" });
-  expect(readdirSync(tmp as string)).toEqual([]);
+  expect(readdirSync(tmp)).toEqual([]);
   // Its upload was dropped with the run: all four slots are free again.
-  const slots = await harness.run(
+  const slots = await h.run(
     "import sys\n[sys.modules['__main__']._BRIDGE.request('artifact.begin', {'format': 'text'}, 5)['max_bytes'] for _ in range(4)]",
   );
   expect(slots.value).toEqual(Array(4).fill(16 << 20));

@@ -1,11 +1,14 @@
 // The MCP broker end to end: cells call tools of real downstream servers (our fixture peers and a
-// third-party server from npm) through the registry the user wrote.
-import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+// third-party server from npm) through the registry the user wrote. Each project has a broker of its
+// own, so most tests write their registry into a session project of their own on the file's one server;
+// a test that reads python_health's broker (the launch project's), counts the server's processes, kills
+// it or needs a flag starts a server of its own.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { bundled } from "../fixtures/peers/bundle.ts";
-import { Harness, taggedPids, waitFor } from "../support/harness.ts";
+import { Harness, SessionClient, taggedPids, waitFor } from "../support/harness.ts";
 
 const PEERS = resolve(import.meta.dir, "../fixtures/peers");
 /** Bundled: most tests here start it, some several times. */
@@ -24,26 +27,66 @@ const stdioEntry = (env: Record<string, string> = {}, extra: Record<string, unkn
   ...extra,
 });
 
+/** The HTTP peers' bearer token, which the registries name as ${WEB_TOKEN}. */
+const WEB_TOKEN = "tok-leak-me-123";
+
+/** The file's server, with the environment the registries' ${VAR} placeholders read. */
+let server: Harness;
+beforeAll(async () => {
+  server = await Harness.start({ env: { REPL_TEST_SECRET: "s3cr3t", WEB_TOKEN } });
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+/** The test's session on the file's server. */
+let session: SessionClient | undefined;
+/** A server of the test's own. */
 let h: Harness | undefined;
 const cleanups: (() => void)[] = [];
 afterEach(async () => {
+  await session?.close();
+  session = undefined;
   await h?.close();
   h = undefined;
   for (const cleanup of cleanups.splice(0)) cleanup();
 });
 
-async function withRegistry(
-  servers: Record<string, unknown>,
-  options: { env?: Record<string, string>; args?: string[] } = {},
-) {
-  h = await Harness.start({
-    env: options.env,
-    args: options.args,
-    beforeStart: (project) => {
-      writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: servers }));
-    },
-  });
+function writeRegistry(project: string, servers: Record<string, unknown>) {
+  writeFileSync(join(project, ".mcp.json"), JSON.stringify({ mcpServers: servers }));
+}
+
+/** A session on the file's server whose project's registry names `servers`. */
+async function withRegistry(servers: Record<string, unknown>) {
+  session = await SessionClient.open(server, { beforeOpen: (project) => writeRegistry(project, servers) });
+  return session;
+}
+
+/** A server of the test's own on a project whose registry names `servers` (python_health reports it). */
+async function ownServer(servers: Record<string, unknown>) {
+  h = await Harness.start({ beforeStart: (project) => writeRegistry(project, servers) });
   return h;
+}
+
+/**
+ * mcp.journal() lists the records of every session this client opened on the server; a test reads
+ * its own session's.
+ */
+const journalOf = (s: SessionClient) =>
+  `[r for r in mcp.journal() if r['session_id'] == ${JSON.stringify(s.id)}]`;
+
+/** Processes whose environment holds `entry` (NAME=value) whole. */
+function pidsWithEnv(entry: string): number[] {
+  return readdirSync("/proc")
+    .filter((name) => {
+      if (!/^\d+$/.test(name)) return false;
+      try {
+        return `\0${readFileSync(`/proc/${name}/environ`, "latin1")}`.includes(`\0${entry}\0`);
+      } catch {
+        return false; // It ended while we looked.
+      }
+    })
+    .map(Number);
 }
 
 /** A unique path for a fixture peer's log file, removed after the test. */
@@ -71,22 +114,22 @@ async function startHttpPeer(env: Record<string, string>) {
   };
 }
 
-/** A server whose registry names that peer, with its bearer token taken from ${WEB_TOKEN}. */
-function withHttpRegistry(port: number, token: string) {
-  return withRegistry(
-    {
-      web: {
-        type: "http",
-        url: `http://127.0.0.1:${port}/mcp`,
-        headers: { Authorization: "Bearer ${WEB_TOKEN}" },
-      },
+/** A session whose registry names that peer, with its bearer token taken from ${WEB_TOKEN}. */
+function withHttpRegistry(port: number) {
+  return withRegistry({
+    web: {
+      type: "http",
+      url: `http://127.0.0.1:${port}/mcp`,
+      headers: { Authorization: "Bearer ${WEB_TOKEN}" },
     },
-    { env: { WEB_TOKEN: token } },
-  );
+  });
 }
 
+/** A server or session: where a cell runs. */
+type Cells = Pick<SessionClient, "run">;
+
 /** The message of the exception a Python expression raises (the cell itself must succeed). */
-async function errorOf(harness: Harness, expression: string) {
+async function errorOf(harness: Cells, expression: string) {
   return value(
     harness,
     `try:\n    ${expression}\n    out = None\nexcept Exception as e:\n    out = str(e)\nout`,
@@ -94,7 +137,7 @@ async function errorOf(harness: Harness, expression: string) {
 }
 
 /** Runs a cell and returns its value, failing the test with the cell's error if it failed. */
-async function value(harness: Harness, code: string, args: Record<string, unknown> = {}) {
+async function value(harness: Cells, code: string, args: Record<string, unknown> = {}) {
   const result = await harness.run(code, args);
   if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
   return result.value;
@@ -102,7 +145,7 @@ async function value(harness: Harness, code: string, args: Record<string, unknow
 
 describe("registry and grants", () => {
   test("nothing connects at startup, for health, servers, help or explain", async () => {
-    const harness = await withRegistry({ peer: stdioEntry() });
+    const harness = await ownServer({ peer: stdioEntry() });
     const health = await harness.health();
     expect(health.broker).toMatchObject({
       configured_servers: 1,
@@ -136,7 +179,10 @@ describe("registry and grants", () => {
       "try:\n    mcp.call('peer', 'fail')\nexcept Exception as e:\n    out = [type(e).__name__, str(e), e.result['isError']]\nout",
     );
     expect(failed).toEqual(["ToolError", "MCP tool failed: it failed on purpose", true]);
-    const journal = await value(harness, "[(r['tool'], r['status'], sorted(r)) for r in mcp.journal()]");
+    const journal = await value(
+      harness,
+      `[(r['tool'], r['status'], sorted(r)) for r in ${journalOf(harness)}]`,
+    );
     expect(journal.map((row: unknown[]) => row.slice(0, 2))).toEqual([
       ["echo", "completed"],
       ["two_blocks", "completed"],
@@ -171,9 +217,11 @@ describe("registry and grants", () => {
     });
     const denied = await errorOf(harness, "mcp.call('limited', 'fail')");
     expect(denied).toStartWith("Tool denied by broker allowedTools policy");
-    expect(harness.children().length).toBe(2);
+    const peers = () => pidsWithEnv(`PEER_CALL_LOG=${log}`);
+    expect(peers()).toEqual([]); // refused without starting the peer
     const names = await value(harness, "[t['name'] for t in mcp.list_tools('limited')]");
     expect(names).toEqual(["echo"]);
+    expect(peers()).toHaveLength(1); // listing started it: the check above can see one
     const invalid = await errorOf(harness, "mcp.call('limited', 'echo', arguments={'text': 1})");
     expect(invalid).toStartWith("MCP arguments violate inputSchema");
     const badTimeout = await value(
@@ -182,11 +230,11 @@ describe("registry and grants", () => {
     );
     expect(badTimeout).toBe("ValueError");
     expect(existsSync(log) ? readFileSync(log, "utf8") : "").toBe("");
-    expect(await value(harness, "len(mcp.journal())")).toBe(0);
+    expect(await value(harness, `len(${journalOf(harness)})`)).toBe(0);
   });
 
   test("an invalid registry keeps Python up, fails broker calls closed, and refresh clears it", async () => {
-    const harness = await withRegistry({
+    const harness = await ownServer({
       peer: { command: process.execPath, bogusField: "secret-value-123" },
     });
     const health = await harness.health();
@@ -202,10 +250,8 @@ describe("registry and grants", () => {
   });
 
   test("${VAR} placeholders come from the server's environment and are never echoed", async () => {
-    const harness = await withRegistry(
-      { peer: stdioEntry({ PEER_SECRET: "${REPL_TEST_SECRET}" }) },
-      { env: { REPL_TEST_SECRET: "s3cr3t" } },
-    );
+    // REPL_TEST_SECRET is in the file's server's environment; REPL_TEST_MISSING is not.
+    const harness = await withRegistry({ peer: stdioEntry({ PEER_SECRET: "${REPL_TEST_SECRET}" }) });
     const who = await value(harness, "mcp.call('peer', 'whoami')['structuredContent']");
     expect(who.PEER_SECRET).toBe("s3cr3t");
     expect(who.REPL_MCP_NO_BRIDGE).toBe("1");
@@ -229,7 +275,6 @@ describe("registry and grants", () => {
     expect(await value(harness, "mcp.servers()")).toEqual(["peer"]);
     expect(await value(harness, "mcp.explain('off')['status']")).toBe("not_granted");
     expect(await value(harness, "mcp.explain('nobody')['status']")).toBe("server_absent");
-    await harness.close();
     h = await Harness.start({ args: ["--mcp-scope", "none"] });
     expect((await h.health()).broker.enabled).toBe(false);
     expect(await value(h, "mcp.explain('peer')['status']")).toBe("broker_disabled");
@@ -238,7 +283,7 @@ describe("registry and grants", () => {
 
 describe("transports", () => {
   test("entries that differ only in policy share one peer process", async () => {
-    const harness = await withRegistry({
+    const harness = await ownServer({
       wide: stdioEntry(),
       narrow: stdioEntry({}, { allowedTools: ["whoami"] }),
     });
@@ -344,7 +389,7 @@ describe("cancellation and effects", () => {
     });
     await Bun.sleep(2_500);
     expect(existsSync(marker)).toBe(false);
-    const journal = await value(harness, "[(r['tool'], r['status']) for r in mcp.journal()]");
+    const journal = await value(harness, `[(r['tool'], r['status']) for r in ${journalOf(harness)}]`);
     expect(journal).toEqual([["slow_write", "outcome_unknown"]]);
     expect(await value(harness, "mcp.text(mcp.call('peer', 'echo', text='still alive'))")).toBe(
       "still alive",
@@ -412,12 +457,12 @@ describe("cancellation and effects", () => {
     const harness = await withRegistry({ peer: stdioEntry({ PEER_CALL_LOG: log }) });
     const error = await errorOf(harness, "mcp.call('peer', 'big', arguments={'bytes': 950000})");
     expect(error).toContain("MCP returned a known outcome for call");
-    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed"]);
+    expect(await value(harness, `[r['status'] for r in ${journalOf(harness)}]`)).toEqual(["completed"]);
     expect(readFileSync(log, "utf8").trim().split("\n")).toHaveLength(1);
   });
 
   test("server SIGKILL while a peer is stuck in native code: the peer is gone within 5 s", async () => {
-    const harness = await withRegistry({ peer: stdioEntry() });
+    const harness = await ownServer({ peer: stdioEntry() });
     await harness.call("python_start", {
       code: "mcp.call('peer', 'block_native', arguments={'seconds': 60})",
     });
@@ -433,9 +478,9 @@ describe("cancellation and effects", () => {
 
 describe("HTTP peers and a third-party server", () => {
   test("bearer token from ${VAR}; a JSON-RPC error is reported once and the transport is kept", async () => {
-    const peer = await startHttpPeer({ PEER_TOKEN: "tok-123" });
+    const peer = await startHttpPeer({ PEER_TOKEN: WEB_TOKEN });
     try {
-      const harness = await withHttpRegistry(peer.port, "tok-123");
+      const harness = await withHttpRegistry(peer.port);
       expect(await value(harness, "mcp.text(mcp.call('web', 'echo', text='over http'))")).toBe("over http");
       const flaky = await errorOf(harness, "mcp.call('web', 'flaky')");
       expect(flaky).toStartWith("MCP transport or protocol error");
@@ -447,14 +492,14 @@ describe("HTTP peers and a third-party server", () => {
   });
 
   test("a peer's error body (which may echo credentials) never reaches the cell", async () => {
-    const peer = await startHttpPeer({ PEER_TOKEN: "leak-me-123", PEER_LEAKY_ERRORS: "1" });
+    const peer = await startHttpPeer({ PEER_TOKEN: WEB_TOKEN, PEER_LEAKY_ERRORS: "1" });
     try {
-      const harness = await withHttpRegistry(peer.port, "leak-me-123");
+      const harness = await withHttpRegistry(peer.port);
       const listed = await errorOf(harness, "mcp.list_tools('web')");
       const called = await errorOf(harness, "mcp.call('web', 'echo', text='x')");
       expect(listed).toStartWith("MCP transport or protocol error");
       expect(called).toStartWith("MCP transport or protocol error");
-      expect(listed + called).not.toContain("leak-me-123");
+      expect(listed + called).not.toContain(WEB_TOKEN);
     } finally {
       await peer.stop();
     }
@@ -498,9 +543,9 @@ describe("per-project brokers", () => {
     const peerPid = await value(harness, "mcp.call('elsewhere', 'whoami')['structuredContent']['pid']", {
       session_id: opened.session_id,
     });
-    expect(harness.children()).toContain(peerPid);
+    expect(server.children()).toContain(peerPid);
     await harness.call("python_session_close", { session_id: opened.session_id });
-    await waitFor(() => !harness.children().includes(peerPid), {
+    await waitFor(() => !server.children().includes(peerPid), {
       timeoutMs: 5_000,
       what: "the peer to stop",
     });

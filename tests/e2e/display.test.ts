@@ -1,16 +1,11 @@
 // display() and pictures: hooks in order, image blocks after the text block, structuredContent.displays,
 // the inline limits, and the safe-preview rule for trailing values. Runs everywhere with a stdlib-only
 // object whose _repr_png_ writes a tiny PNG.
-import { afterEach, beforeEach, expect, test } from "bun:test";
-import { Harness } from "../support/harness.ts";
+import { expect, test } from "bun:test";
+import { sessionPerTest } from "../support/harness.ts";
 
-let h: Harness;
-beforeEach(async () => {
-  h = await Harness.start();
-});
-afterEach(async () => {
-  await h.close();
-});
+// One server for the file; each test runs in a session (a worker and a project) of its own.
+const h = sessionPerTest();
 
 /** Defines tiny_png(w, h) and Pic (a stdlib-only object whose _repr_png_ returns a real PNG). */
 const PIC = `
@@ -132,7 +127,7 @@ test("beyond 8 displays, or over the size limits, pictures become artifacts with
     encoding: "base64",
   });
   expect(pngWidth(read.structuredContent.content)).toBe(9);
-  const resource = await h.client.readResource({ uri: links[1]?.uri as string });
+  const resource = await h.server.client.readResource({ uri: links[1]?.uri as string });
   expect(pngWidth((resource.contents[0] as { blob: string }).blob)).toBe(10);
 
   // 450 KiB of bytes is 600 KiB in base64: over the 512 KiB per-image limit.
@@ -151,10 +146,9 @@ test("beyond 8 displays, or over the size limits, pictures become artifacts with
 
 test("saved files can display too, in persistent and fresh mode", async () => {
   await h.run(`open('show.py', 'w').write(${JSON.stringify(`${PIC}\ndisplay(Pic(5, 2))\n`)})`);
-  const health = await h.health();
   for (const mode of ["persistent", "fresh"]) {
     const result = await h.call("python_execute_file", {
-      session_id: health.server.session_id,
+      session_id: h.id,
       path: "show.py",
       mode,
     });

@@ -1,18 +1,11 @@
 // python_execute_file: saved scripts in the session namespace or in a fresh worker.
-import { afterEach, beforeEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, waitFor } from "../support/harness.ts";
+import { sessionPerTest, waitFor } from "../support/harness.ts";
 
-let h: Harness;
-let session: string;
-beforeEach(async () => {
-  h = await Harness.start();
-  session = (await h.health()).server.session_id;
-});
-afterEach(async () => {
-  await h.close();
-});
+// One server for the file; each test runs in a session (a worker and a project) of its own.
+const h = sessionPerTest();
 
 function script(name: string, text: string | Buffer): string {
   const path = join(h.project, name);
@@ -21,7 +14,7 @@ function script(name: string, text: string | Buffer): string {
 }
 
 async function runFile(path: string, args: Record<string, unknown> = {}) {
-  return (await h.call("python_execute_file", { session_id: session, path, ...args })).structuredContent;
+  return (await h.call("python_execute_file", { session_id: h.id, path, ...args })).structuredContent;
 }
 
 describe("persistent mode", () => {
@@ -102,7 +95,7 @@ describe("persistent mode", () => {
   });
 
   test("a missing file is an execution-shaped error", async () => {
-    const result = await h.call("python_execute_file", { session_id: session, path: "nope.py" });
+    const result = await h.call("python_execute_file", { session_id: h.id, path: "nope.py" });
     expect(result.isError).toBe(true);
     expect(result.structuredContent.error).toContain("not found");
     expect(result.structuredContent.run_id).toMatch(/^[0-9a-f-]{36}$/);
@@ -112,6 +105,8 @@ describe("persistent mode", () => {
 describe("fresh mode", () => {
   test("runs in its own worker and leaves the namespace and generation alone", async () => {
     await h.run("mine = 'kept'\nimport os\nmy_pid = os.getpid()");
+    // The server's processes before the fresh run (guardian, workers): none may remain beyond these.
+    const before = new Set(h.server.children());
     script("fresh.py", "import os, sys\nprint(os.getpid(), sys.argv[1:])\nmine = 'overwritten'\n");
     const result = await runFile("fresh.py", { mode: "fresh", argv: ["with space"] });
     expect(result.success).toBe(true);
@@ -124,7 +119,10 @@ describe("fresh mode", () => {
     const after = await h.run(`[mine, my_pid != ${pid}]`);
     expect(after.value).toEqual(["kept", true]);
     expect(after.generation).toBe(1);
-    await waitFor(() => h.children().length === 2, { timeoutMs: 3_000, what: "the fresh worker to be gone" });
+    await waitFor(() => h.server.children().every((pid) => before.has(pid)), {
+      timeoutMs: 3_000,
+      what: "the fresh worker to be gone",
+    });
   });
 
   test("a fresh run is polled and cancelled like any run", async () => {
@@ -132,7 +130,7 @@ describe("fresh mode", () => {
       "slow.py",
       "import os, time\nos.write(2, b'native-fresh\\n')\nprint('tick', flush=True)\ntime.sleep(30)\n",
     );
-    const pending = h.call("python_execute_file", { session_id: session, path: "slow.py", mode: "fresh" });
+    const pending = h.call("python_execute_file", { session_id: h.id, path: "slow.py", mode: "fresh" });
     await waitFor(
       async () => {
         const live = (await h.call("python_run", {})).structuredContent;

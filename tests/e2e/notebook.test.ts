@@ -1,10 +1,10 @@
 // export_notebook() through the system interpreter, checked with Debian's python3-nbformat (schema
 // validation) and python3-nbconvert with python3-ipykernel (rerunning the exported notebook). Without
 // them these tests skip and say why.
-import { afterEach, beforeEach, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, beforeEach, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness } from "../support/harness.ts";
+import { Harness, SessionClient } from "../support/harness.ts";
 import { run } from "../support/run.ts";
 
 const SYSTEM_PYTHON = "/usr/bin/python3";
@@ -26,12 +26,20 @@ else if (rerunReason) console.warn(`skipping the notebook rerun test: ${rerunRea
 const real = test.skipIf(reason !== undefined);
 const rerunnable = test.skipIf(rerunReason !== undefined);
 
-let h: Harness;
+// One server for the file; each test exports a session of its own, opened on the system interpreter.
+let server: Harness | undefined;
+let h: SessionClient;
+beforeAll(async () => {
+  if (!reason) server = await Harness.start();
+});
+afterAll(async () => {
+  await server?.close();
+});
 beforeEach(async () => {
-  if (!reason) h = await Harness.start({ args: ["--python", SYSTEM_PYTHON] });
+  if (server) h = await SessionClient.open(server, { python: SYSTEM_PYTHON });
 });
 afterEach(async () => {
-  if (!reason) await h.close();
+  if (server) await h.close();
 });
 
 async function cells(...codes: string[]) {
@@ -44,7 +52,7 @@ async function cells(...codes: string[]) {
 async function validate(path: string): Promise<string> {
   const script =
     "import sys, nbformat\nnb = nbformat.read(sys.argv[1], as_version=4)\nnbformat.validate(nb)\nprint('valid')";
-  const checked = await run([SYSTEM_PYTHON, "-c", script, path], { env: h.env(), timeoutMs: 60_000 });
+  const checked = await run([SYSTEM_PYTHON, "-c", script, path], { env: h.harness.env(), timeoutMs: 60_000 });
   return (checked.stdout + checked.stderr).trim();
 }
 
@@ -115,9 +123,7 @@ real("a percent-format script: one # %% cell per run, failures in comments", asy
 
 real("a saved file's exit status is noted as the worker's own error, with no class of ours", async () => {
   writeFileSync(join(h.project, "exits.py"), "import sys\nsys.exit(3)\n");
-  const health = await h.health();
   const ran = await h.call("python_execute_file", {
-    session_id: health.server.session_id,
     path: "exits.py",
     mode: "persistent",
   });
@@ -190,7 +196,7 @@ rerunnable("nbconvert reruns an exported session and prints the same output", as
       "again.ipynb",
       join(h.project, "rerun.ipynb"),
     ],
-    { cwd: h.project, env: h.env(), timeoutMs: 180_000 },
+    { cwd: h.project, env: h.harness.env(), timeoutMs: 180_000 },
   );
   expect(rerun.code).toBe(0);
   const again = JSON.parse(readFileSync(join(h.project, "again.ipynb"), "utf8"));

@@ -1,10 +1,13 @@
 // OAuth for HTTP peers end to end (contract §5.8): the real binary logs in against a local
-// authorization server fixture (the test plays the browser), later servers use and refresh the saved
-// grant, client_credentials entries get tokens at connect, and no secret shows up anywhere.
-import { afterAll, afterEach, describe, expect, test } from "bun:test";
+// authorization server fixture (the test plays the browser), later brokers use and refresh the saved
+// grant, client_credentials entries get tokens at connect, and no secret shows up anywhere. One server
+// serves the file: a test's broker is a session on the test's project, whose .mcp.json names its peer. A
+// project's broker lives as long as its sessions, so a session opened after the last one closed gets a
+// new one, as a later server would. The lock test races a server of its own against the shared one.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
-import { BINARY, Harness, tempDir, cellValue as value, waitFor } from "../support/harness.ts";
+import { BINARY, Harness, tempDir, waitFor } from "../support/harness.ts";
 
 const AUTH_SERVER = resolve(import.meta.dir, "../fixtures/oauth/auth-server.ts");
 const HTTP_PEER = resolve(import.meta.dir, "../fixtures/peers/http-peer.ts");
@@ -15,6 +18,21 @@ interface Fixture {
   url: string;
   stop(): Promise<void>;
 }
+
+// What `${VAR}` in the client_credentials entries reads: the server's environment.
+const CC_SECRETS = {
+  CC_ID: "svc-robot",
+  CC_SECRET: "cc-secret-value-42",
+  CC_WRONG_SECRET: "wrong-secret-value-77",
+};
+
+let server: Harness;
+beforeAll(async () => {
+  server = await Harness.start({ args: ["--log-level", "debug"], env: CC_SECRETS });
+});
+afterAll(async () => {
+  await server?.close();
+});
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -112,11 +130,11 @@ async function tokenRequestsAt(fixture: Fixture): Promise<TokenRequest[]> {
     .token_requests;
 }
 
-/** A project directory with a registry file naming `web`, and where its credential file goes. */
+/** A project directory whose registry (.mcp.json) names `web`, and where its credential file goes. */
 function project(servers: Record<string, unknown>) {
   const dir = tempDir("repl-mcp-oauth-");
   cleanups.push(() => Bun.$`rm -rf ${dir}`.quiet().then(() => {}));
-  const registry = join(dir, "registry.json");
+  const registry = join(dir, ".mcp.json");
   writeFileSync(registry, JSON.stringify({ mcpServers: servers }));
   return { dir, registry, credentials: join(dir, "store", "web.json") };
 }
@@ -191,22 +209,60 @@ async function login(dir: string, registry: string, credentials: string) {
   return JSON.parse(readFileSync(credentials, "utf8"));
 }
 
-async function serverFor(dir: string, registry: string, env: Record<string, string> = {}) {
-  const harness = await Harness.start({
-    cwd: dir,
-    args: ["--config", registry, "--log-level", "debug"],
-    env,
-  });
+interface Session {
+  id: string;
+  run(code: string): Promise<Record<string, any>>;
+  close(): Promise<void>;
+}
+
+/**
+ * A session of the file's server on the project `dir`: its broker reads the project's .mcp.json. The
+ * session closes after the test, or earlier through `close`.
+ */
+async function sessionFor(dir: string): Promise<Session> {
+  const opened = await server.call("python_session_open", { name: "oauth", project: dir });
+  if (opened.isError) throw new Error(`python_session_open: ${JSON.stringify(opened.structuredContent)}`);
+  const id = opened.structuredContent.session_id as string;
+  let closing: Promise<void> | undefined;
+  const session: Session = {
+    id,
+    run: async (code) => (await server.call("execute_python", { session_id: id, code })).structuredContent,
+    close: () => {
+      closing ??= server.call("python_session_close", { session_id: id }).then((closed) => {
+        if (closed.isError)
+          throw new Error(`python_session_close: ${JSON.stringify(closed.structuredContent)}`);
+      });
+      return closing;
+    },
+  };
+  cleanups.push(() => session.close());
+  return session;
+}
+
+/** A server of its own on the project `dir`, reading its .mcp.json through --config. */
+async function serverFor(dir: string, registry: string) {
+  const harness = await Harness.start({ cwd: dir, args: ["--config", registry, "--log-level", "debug"] });
   cleanups.push(() => harness.close());
   return harness;
 }
 
-async function errorOf(harness: Harness, expression: string): Promise<string> {
+/** Runs a cell and returns its value, failing the test with the cell's error and stderr if it failed. */
+async function value(target: Pick<Session, "run">, code: string) {
+  const result = await target.run(code);
+  if (!result.success) throw new Error(`cell failed: ${result.error}\n${result.stderr}`);
+  return result.value;
+}
+
+async function errorOf(target: Pick<Session, "run">, expression: string): Promise<string> {
   return value(
-    harness,
+    target,
     `try:\n    ${expression}\n    out = None\nexcept Exception as e:\n    out = str(e)\nout`,
   );
 }
+
+/** The statuses of `session`'s journal records (the file's server journals every test's calls). */
+const statusesOf = (session: Session) =>
+  `[r['status'] for r in mcp.journal() if r['session_id'] == ${JSON.stringify(session.id)}]`;
 
 const secretsIn = (file: { token_response: Record<string, string>; client: Record<string, string> }) =>
   [file.token_response.access_token, file.token_response.refresh_token, file.client.client_secret].filter(
@@ -214,11 +270,11 @@ const secretsIn = (file: { token_response: Record<string, string>; client: Recor
   );
 
 describe("authorization code with PKCE", () => {
-  test("login end to end, then a later server reuses the grant without a new one", async () => {
+  test("login end to end, then a later broker reuses the grant without a new one", async () => {
     const { as, peer, grants, stats } = await protectedPeer();
     const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
 
-    const before = await serverFor(dir, registry);
+    const before = await sessionFor(dir);
     expect(await value(before, "mcp.explain('web')['status']")).toBe("credentials_missing");
     expect(await errorOf(before, "mcp.call('web', 'count')")).toBe(
       "Independent OAuth grant required: run repl-mcp --config REGISTRY --oauth-login SERVER",
@@ -256,17 +312,18 @@ describe("authorization code with PKCE", () => {
     ]);
     expect((await stats()).registrations).toBe(1);
 
-    // The server that ran before the login connects once its cooldown is cleared.
+    // The broker that ran before the login connects once its cooldown is cleared.
     await value(before, "mcp.refresh()");
     expect(await value(before, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
-    const later = await serverFor(dir, registry);
+    await before.close();
+    const later = await sessionFor(dir);
     expect(await value(later, "mcp.explain('web')['status']")).toBe("disconnected");
     expect(await value(later, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
     expect(await value(later, "mcp.explain('web')['status']")).toBe("ready");
     expect(await grants("refresh_token")).toEqual([]);
     expect(await grants("authorization_code")).toHaveLength(1);
 
-    const logs = before.stderr + later.stderr + finished.stderr;
+    const logs = server.stderr + finished.stderr;
     for (const secret of secretsIn(file)) expect(logs).not.toContain(secret);
   }, 60_000);
 
@@ -276,8 +333,8 @@ describe("authorization code with PKCE", () => {
     const first = await login(dir, registry, credentials);
     writeFileSync(credentials, JSON.stringify({ ...first, token_received_at: 1 }), { mode: 0o600 });
 
-    const harness = await serverFor(dir, registry);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
     const refreshed = JSON.parse(readFileSync(credentials, "utf8"));
     expect(await grants("refresh_token")).toEqual([
       { grant_type: "refresh_token", resource: peer.url, scope: null, ok: true },
@@ -288,18 +345,20 @@ describe("authorization code with PKCE", () => {
     expect(refreshed.client).toEqual(first.client);
     expect(statSync(credentials).mode & 0o777).toBe(0o600);
 
-    // A second server starts from the rotated token: no further refresh is needed.
-    const second = await serverFor(dir, registry);
+    // A second broker starts from the rotated token: no further refresh is needed.
+    await session.close();
+    const second = await sessionFor(dir);
     expect(await value(second, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
     expect(await grants("refresh_token")).toHaveLength(1);
 
-    // A running server notices the file changed under it (an edit, a new login) and reads it again.
+    // A running broker notices the file changed under it (an edit, a new login) and reads it again.
     const current = JSON.parse(readFileSync(credentials, "utf8"));
     writeFileSync(credentials, JSON.stringify({ ...current, token_received_at: 1 }), { mode: 0o600 });
     expect(await value(second, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(3);
     expect(await grants("refresh_token")).toHaveLength(2);
-    const logs = harness.stderr + second.stderr;
-    for (const secret of [...secretsIn(first), ...secretsIn(refreshed)]) expect(logs).not.toContain(secret);
+    for (const secret of [...secretsIn(first), ...secretsIn(refreshed)]) {
+      expect(server.stderr).not.toContain(secret);
+    }
   }, 60_000);
 
   test("two servers due for a refresh at once: the lock lets one refresh, the other uses its result", async () => {
@@ -307,9 +366,10 @@ describe("authorization code with PKCE", () => {
     const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
     const first = await login(dir, registry, credentials);
     writeFileSync(credentials, JSON.stringify({ ...first, token_received_at: 1 }), { mode: 0o600 });
-    const [a, b] = await Promise.all([serverFor(dir, registry), serverFor(dir, registry)]);
+    // Two processes: a session of the file's server and a server of its own, on the same registry.
+    const [a, b] = await Promise.all([sessionFor(dir), serverFor(dir, registry)]);
     const counts = await Promise.all(
-      [a, b].map((harness) => value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")),
+      [a, b].map((broker) => value(broker, "mcp.call('web', 'count')['structuredContent']['tools_call']")),
     );
     expect(counts.sort()).toEqual([1, 2]);
     // Refresh tokens work once: a second refresh with the old one would have failed with invalid_grant.
@@ -367,15 +427,15 @@ describe("authorization code with PKCE", () => {
     await redirectTokens(as, `${elsewhere.url}/token`);
     writeFileSync(credentials, JSON.stringify({ ...first, token_received_at: 1 }), { mode: 0o600 });
 
-    const harness = await serverFor(dir, registry);
-    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    const session = await sessionFor(dir);
+    const error = await errorOf(session, "mcp.call('web', 'count')");
     expect(await tokenRequestsAt(elsewhere)).toEqual([]);
     expect(error).toContain("OAuth token refresh failed: the token endpoint redirected to 127.0.0.1:");
     expect(error).toContain("token requests never follow a redirect");
     // Nothing was spent or rotated away: the grant the login saved still stands.
     const kept = JSON.parse(readFileSync(credentials, "utf8"));
     expect(kept.token_response.refresh_token).toBe(first.token_response.refresh_token);
-    for (const secret of secretsIn(first)) expect(error + harness.stderr).not.toContain(secret);
+    for (const secret of secretsIn(first)) expect(error + server.stderr).not.toContain(secret);
   }, 60_000);
 
   test("a denied authorization gets the failure page and a non-zero exit, with no token request", async () => {
@@ -422,11 +482,11 @@ describe("authorization code with PKCE", () => {
     writeFileSync(credentials, JSON.stringify({ ...file, server_url: "http://127.0.0.1:1/mcp" }), {
       mode: 0o600,
     });
-    const harness = await serverFor(dir, registry);
-    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    const session = await sessionFor(dir);
+    const error = await errorOf(session, "mcp.call('web', 'count')");
     expect(error).toContain("granted for a different server URL");
-    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
-    for (const secret of secretsIn(file)) expect(error + harness.stderr).not.toContain(secret);
+    expect(await value(session, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    for (const secret of secretsIn(file)) expect(error + server.stderr).not.toContain(secret);
   }, 30_000);
 });
 
@@ -463,76 +523,73 @@ test("--oauth-login refuses unknown names and entries without an authorization-c
 
 describe("client credentials", () => {
   const ccEnv = { AS_CC_CLIENT_ID: "svc-robot", AS_CC_CLIENT_SECRET: "cc-secret-value-42" };
-  const ccEntry = (url: string) => ({
+  const ccEntry = (url: string, secret = "${CC_SECRET}") => ({
     type: "http",
     url,
     oauth: {
       grantType: "client_credentials",
       clientId: "${CC_ID}",
-      clientSecret: "${CC_SECRET}",
+      clientSecret: secret,
       scopes: ["mcp:tools", "mcp:read"],
     },
   });
 
   test("a token at connect from ${VAR} secrets, with scopes and resource", async () => {
     const { peer, grants } = await protectedPeer(ccEnv);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
-    expect(await value(harness, "mcp.explain('web')['status']")).toBe("disconnected");
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.explain('web')['status']")).toBe("disconnected");
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
     expect(await grants("client_credentials")).toEqual([
       { grant_type: "client_credentials", resource: peer.url, scope: "mcp:tools mcp:read", ok: true },
     ]);
-    const journal = JSON.stringify(await value(harness, "mcp.journal()"));
-    expect(harness.stderr + journal).not.toContain("cc-secret-value-42");
+    const journal = JSON.stringify(await value(session, "mcp.journal()"));
+    expect(server.stderr + journal).not.toContain("cc-secret-value-42");
   }, 30_000);
 
   test("a token endpoint that redirects is refused, even within its own origin", async () => {
     const { as, peer, grants } = await protectedPeer(ccEnv);
     await redirectTokens(as, `${as.url}/token-moved`);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
-    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    const error = await errorOf(session, "mcp.call('web', 'count')");
     // The moved endpoint would have answered: the request (and its secret) never went there.
     expect(await grants("client_credentials")).toEqual([]);
     expect(error).toContain(
       `OAuth client_credentials grant failed: the token endpoint redirected to ${new URL(as.url).host}`,
     );
-    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
-    expect(error + harness.stderr).not.toContain("cc-secret-value-42");
+    expect(await value(session, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    expect(error + server.stderr).not.toContain("cc-secret-value-42");
   }, 30_000);
 
   test("a wrong secret fails with credentials_missing and never echoes the secret", async () => {
     const { peer, grants } = await protectedPeer(ccEnv);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, {
-      CC_ID: "svc-robot",
-      CC_SECRET: "wrong-secret-value-77",
-    });
-    const error = await errorOf(harness, "mcp.call('web', 'count')");
+    const { dir } = project({ web: ccEntry(peer.url, "${CC_WRONG_SECRET}") });
+    const session = await sessionFor(dir);
+    const error = await errorOf(session, "mcp.call('web', 'count')");
     expect(error).toContain("OAuth client_credentials grant failed");
     expect(error).toContain("invalid_client");
-    const explained = await value(harness, "mcp.explain('web')");
+    const explained = await value(session, "mcp.explain('web')");
     expect(explained.status).toBe("credentials_missing");
     expect((await grants("client_credentials")).every((request) => !request.ok)).toBe(true);
-    expect(error + harness.stderr + JSON.stringify(explained)).not.toContain("wrong-secret-value-77");
+    expect(error + server.stderr + JSON.stringify(explained)).not.toContain("wrong-secret-value-77");
   }, 30_000);
 
   // Issue 20, defects 2 and 3: neither a JSON-RPC error from a healthy peer nor a result too large to
   // deliver says anything about the transport, so the next call keeps it (no second initialize).
   test("a JSON-RPC error and an undeliverable result keep the connection and its session", async () => {
     const { peer } = await protectedPeer(ccEnv);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
-    expect(await errorOf(harness, "mcp.call('web', 'flaky')")).toStartWith("MCP transport or protocol error");
-    expect(await value(harness, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
-    expect(await errorOf(harness, "mcp.call('web', 'big', arguments={'bytes': 950000})")).toContain(
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    expect(await errorOf(session, "mcp.call('web', 'flaky')")).toStartWith("MCP transport or protocol error");
+    expect(await value(session, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
+    expect(await errorOf(session, "mcp.call('web', 'big', arguments={'bytes': 950000})")).toContain(
       "MCP returned a known outcome for call",
     );
-    const counts = await value(harness, "mcp.call('web', 'count')['structuredContent']");
+    const counts = await value(session, "mcp.call('web', 'count')['structuredContent']");
     expect(counts).toEqual({ tools_call: 4, initialize: 1, sessions: 1 });
-    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual([
+    expect(await value(session, statusesOf(session))).toEqual([
       "outcome_unknown",
       "completed",
       "completed",
@@ -542,12 +599,12 @@ describe("client credentials", () => {
 
   test("an oversized result is a known outcome, journaled completed and never retried", async () => {
     const { peer } = await protectedPeer(ccEnv);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" });
-    const error = await errorOf(harness, "mcp.call('web', 'big', arguments={'bytes': 950000})");
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    const error = await errorOf(session, "mcp.call('web', 'big', arguments={'bytes': 950000})");
     expect(error).toContain("MCP returned a known outcome for call");
-    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed"]);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+    expect(await value(session, statusesOf(session))).toEqual(["completed"]);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
   }, 30_000);
 });
 
@@ -561,20 +618,19 @@ describe("a token refused on a live connection", () => {
     url,
     oauth: { grantType: "client_credentials", clientId: "${CC_ID}", clientSecret: "${CC_SECRET}" },
   });
-  const ccSecrets = { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" };
   const post = (url: string) => fetch(url, { method: "POST" });
 
   test("client_credentials: a new token, the call repeated once, on the same connection", async () => {
     const { as, peer, grants } = await protectedPeer(ccEnv);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, ccSecrets);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
     await post(`${as.url}/revoke`);
     // The refused request never ran; the repeated one ran once.
-    const counts = await value(harness, "mcp.call('web', 'count')['structuredContent']");
+    const counts = await value(session, "mcp.call('web', 'count')['structuredContent']");
     expect(counts).toEqual({ tools_call: 2, initialize: 1, sessions: 1 });
     expect(await grants("client_credentials")).toHaveLength(2);
-    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual(["completed", "completed"]);
+    expect(await value(session, statusesOf(session))).toEqual(["completed", "completed"]);
   }, 30_000);
 
   test("authorization_code: refreshed with the refresh token under the lock, the rotation saved", async () => {
@@ -585,10 +641,10 @@ describe("a token refused on a live connection", () => {
     expect((await browse(url as string)).status).toBe(200);
     expect((await run.finish()).code).toBe(0);
     const first = JSON.parse(readFileSync(credentials, "utf8"));
-    const harness = await serverFor(dir, registry);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
     await post(`${as.url}/revoke`);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']")).toEqual({
       tools_call: 2,
       initialize: 1,
       sessions: 1,
@@ -597,25 +653,22 @@ describe("a token refused on a live connection", () => {
     const saved = JSON.parse(readFileSync(credentials, "utf8"));
     expect(saved.token_response.refresh_token).not.toBe(first.token_response.refresh_token);
     expect(saved.token_response.access_token).not.toBe(first.token_response.access_token);
-    for (const secret of secretsIn(first)) expect(harness.stderr).not.toContain(secret);
+    for (const secret of secretsIn(first)) expect(server.stderr).not.toContain(secret);
   }, 60_000);
 
   test("a renewed token refused too is reported as missing credentials, and nothing ran", async () => {
     const { as, peer, grants } = await protectedPeer(ccEnv);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, ccSecrets);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(1);
     await post(`${as.url}/refuse-all`);
-    const error = await errorOf(harness, "mcp.call('web', 'flaky')");
+    const error = await errorOf(session, "mcp.call('web', 'flaky')");
     expect(error).toContain("MCP HTTP peer refused a renewed OAuth token (401)");
     expect(error).toContain("check oauth.clientId, oauth.clientSecret and scopes");
     expect(await grants("client_credentials")).toHaveLength(2);
-    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
-    expect(await value(harness, "[r['status'] for r in mcp.journal()]")).toEqual([
-      "completed",
-      "outcome_unknown",
-    ]);
-    expect(error + harness.stderr).not.toContain("cc-secret-value-42");
+    expect(await value(session, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    expect(await value(session, statusesOf(session))).toEqual(["completed", "outcome_unknown"]);
+    expect(error + server.stderr).not.toContain("cc-secret-value-42");
   }, 30_000);
 
   // Issue 26, defect 2: before, the second 401 closed the connection at once, under a call the peer was
@@ -625,11 +678,11 @@ describe("a token refused on a live connection", () => {
     cleanups.push(() => Bun.$`rm -rf ${dir}`.quiet().then(() => {}));
     const calls = join(dir, "calls.jsonl");
     const { as, peer } = await protectedPeer(ccEnv, { PEER_CALL_LOG: calls });
-    const { dir: projectDir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(projectDir, registry, ccSecrets);
+    const { dir: projectDir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(projectDir);
     const peerOrigin = new URL(peer.url).origin;
     const outcome = await value(
-      harness,
+      session,
       [
         "import asyncio, time, urllib.request",
         "post = lambda url: urllib.request.urlopen(urllib.request.Request(url, method='POST'), timeout=10).read()",
@@ -649,15 +702,15 @@ describe("a token refused on a live connection", () => {
         "    kept = mcp.text(await held)",
         "except Exception as e:",
         "    kept = str(e)",
-        "[refused, kept, [r['status'] for r in mcp.journal()]]",
+        `[refused, kept, ${statusesOf(session)}]`,
       ].join("\n"),
     );
     expect(outcome[0]).toContain("MCP HTTP peer refused a renewed OAuth token (401)");
     expect(outcome[1]).toBe("released");
     expect(outcome[2]).toEqual(["completed", "outcome_unknown"]);
-    expect(await value(harness, "mcp.explain('web')['status']")).toBe("credentials_missing");
+    expect(await value(session, "mcp.explain('web')['status']")).toBe("credentials_missing");
     // The next call does not reuse the retired connection: it waits out the cooldown, then connects anew.
-    expect(await errorOf(harness, "mcp.call('web', 'count')")).toContain("MCP connection recently failed");
+    expect(await errorOf(session, "mcp.call('web', 'count')")).toContain("MCP connection recently failed");
   }, 60_000);
 });
 
@@ -672,19 +725,18 @@ describe("the protected-resource metadata is learned without a request the peer 
     url,
     oauth: { grantType: "client_credentials", clientId: "${CC_ID}", clientSecret: "${CC_SECRET}" },
   });
-  const ccSecrets = { CC_ID: "svc-robot", CC_SECRET: "cc-secret-value-42" };
   const OPEN = { PEER_OAUTH_OPEN: "1" };
 
   test("well-known metadata: one initialize, one session, through a protocol error and an undeliverable result", async () => {
     const { peer, grants } = await protectedPeer(ccEnv, OPEN);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, ccSecrets);
-    expect(await errorOf(harness, "mcp.call('web', 'flaky')")).toStartWith("MCP transport or protocol error");
-    expect(await value(harness, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
-    expect(await errorOf(harness, "mcp.call('web', 'big', arguments={'bytes': 950000})")).toContain(
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    expect(await errorOf(session, "mcp.call('web', 'flaky')")).toStartWith("MCP transport or protocol error");
+    expect(await value(session, "mcp.text(mcp.call('web', 'flaky'))")).toBe("ok");
+    expect(await errorOf(session, "mcp.call('web', 'big', arguments={'bytes': 950000})")).toContain(
       "MCP returned a known outcome for call",
     );
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']")).toEqual({
       tools_call: 4,
       initialize: 1,
       sessions: 1,
@@ -697,25 +749,25 @@ describe("the protected-resource metadata is learned without a request the peer 
       ...OPEN,
       PEER_OAUTH_METADATA_PATH: "/oauth/resource-metadata",
     });
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, ccSecrets);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']")).toEqual({
       tools_call: 1,
       initialize: 1,
       sessions: 1,
     });
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']['tools_call']")).toBe(2);
     expect(await grants("client_credentials")).toEqual([
       { grant_type: "client_credentials", resource: peer.url, scope: null, ok: true },
     ]);
-    expect(harness.stderr).not.toContain("cc-secret-value-42");
+    expect(server.stderr).not.toContain("cc-secret-value-42");
   }, 30_000);
 
   test("a 2026-only peer gets no initialize at all", async () => {
     const { peer, grants } = await protectedPeer(ccEnv, OPEN, HTTP_PEER_2026);
-    const { dir, registry } = project({ web: ccEntry(peer.url) });
-    const harness = await serverFor(dir, registry, ccSecrets);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+    const { dir } = project({ web: ccEntry(peer.url) });
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']")).toEqual({
       tools_call: 1,
       initialize: 0,
       sessions: 0,
@@ -730,8 +782,8 @@ describe("the protected-resource metadata is learned without a request the peer 
     );
     const { dir, registry, credentials } = project({ web: codeEntry(peer.url) });
     await login(dir, registry, credentials);
-    const harness = await serverFor(dir, registry);
-    expect(await value(harness, "mcp.call('web', 'count')['structuredContent']")).toEqual({
+    const session = await sessionFor(dir);
+    expect(await value(session, "mcp.call('web', 'count')['structuredContent']")).toEqual({
       tools_call: 1,
       initialize: 1,
       sessions: 1,

@@ -1,16 +1,40 @@
 // Independent sessions on their own projects and interpreters.
-import { afterEach, beforeEach, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { afterAll, afterEach, expect, test } from "bun:test";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Harness, REAL_PYTHON, taggedPids, waitFor } from "../support/harness.ts";
+import { Harness, REAL_PYTHON, taggedPids, tempDir, waitFor } from "../support/harness.ts";
 
-let h: Harness;
-beforeEach(async () => {
-  h = await Harness.start();
-});
+// A test that looks at the whole server (its list of sessions, its processes, its default session, its
+// death) starts one of its own; a test that looks only at the sessions it opens opens them on a server
+// the file shares, in a directory of its own, and they are closed after it.
+let own: Harness | undefined;
+let shared: Promise<Harness> | undefined;
+const opened: string[] = [];
+const scratch: string[] = [];
 afterEach(async () => {
-  await h.close();
+  await own?.close();
+  own = undefined;
+  const server = await shared;
+  for (const id of opened.splice(0)) await server?.call("python_session_close", { session_id: id });
+  for (const dir of scratch.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
+afterAll(async () => {
+  await (await shared)?.close();
+});
+
+async function ownServer(): Promise<Harness> {
+  own = await Harness.start();
+  return own;
+}
+
+/** The file's shared server, and a directory (with a project) of the test's own. */
+async function sharedServer(): Promise<{ h: Harness; dir: string; project: string }> {
+  shared ??= Harness.start();
+  const dir = tempDir();
+  scratch.push(dir);
+  mkdirSync(join(dir, "project"));
+  return { h: await shared, dir, project: join(dir, "project") };
+}
 
 function executable(path: string, text: string): string {
   writeFileSync(path, text);
@@ -19,8 +43,8 @@ function executable(path: string, text: string): string {
 }
 
 /** A project whose .venv/bin/python is a wrapper adding a project-only module directory. */
-function worktree(name: string): string {
-  const project = join(h.dir, name);
+function worktree(dir: string, name: string): string {
+  const project = join(dir, name);
   mkdirSync(join(project, ".venv", "bin"), { recursive: true });
   mkdirSync(join(project, "lib"));
   writeFileSync(join(project, "lib", "projmod.py"), `NAME = ${JSON.stringify(name)}\n`);
@@ -31,15 +55,20 @@ function worktree(name: string): string {
   return project;
 }
 
-async function open(args: Record<string, unknown>) {
-  return h.call("python_session_open", args);
+/** Opens a session on `h`; one on the shared server is closed after the test. */
+async function open(h: Harness, args: Record<string, unknown>) {
+  const result = await h.call("python_session_open", args);
+  if (h !== own && typeof result.structuredContent.session_id === "string")
+    opened.push(result.structuredContent.session_id);
+  return result;
 }
 
 test("two worktrees: each session uses its own .venv, imports its own module and writes in its own project", async () => {
-  const a = worktree("tree-a");
-  const b = worktree("tree-b");
-  const sa = (await open({ name: "a", project: a })).structuredContent;
-  const sb = (await open({ name: "b", project: b })).structuredContent;
+  const h = await ownServer();
+  const a = worktree(h.dir, "tree-a");
+  const b = worktree(h.dir, "tree-b");
+  const sa = (await open(h, { name: "a", project: a })).structuredContent;
+  const sb = (await open(h, { name: "b", project: b })).structuredContent;
   expect(sa.environment).toMatchObject({
     source: "project_venv",
     python: join(a, ".venv/bin/python"),
@@ -63,8 +92,9 @@ test("two worktrees: each session uses its own .venv, imports its own module and
 });
 
 test("sessions run in parallel and keep separate state; resetting one leaves the other", async () => {
-  const s1 = (await open({ name: "same", project: h.project })).structuredContent.session_id;
-  const s2 = (await open({ name: "same", project: h.project })).structuredContent.session_id;
+  const { h, project } = await sharedServer();
+  const s1 = (await open(h, { name: "same", project })).structuredContent.session_id;
+  const s2 = (await open(h, { name: "same", project })).structuredContent.session_id;
   expect(s1).not.toBe(s2);
   const began = performance.now();
   const [r1, r2] = await Promise.all([
@@ -79,8 +109,8 @@ test("sessions run in parallel and keep separate state; resetting one leaves the
 });
 
 test("closing: cancels the run, stops the worker, routes no more; twice is an error; default stays", async () => {
-  const opened = (await open({ name: "closing", project: h.project })).structuredContent;
-  const id = opened.session_id;
+  const h = await ownServer();
+  const id = (await open(h, { name: "closing", project: h.project })).structuredContent.session_id;
   await h.call("python_start", { code: "import time\ntime.sleep(30)", session_id: id });
   await waitFor(() => h.children().length === 2, { timeoutMs: 10_000, what: "the worker" });
   const closed = await h.call("python_session_close", { session_id: id });
@@ -99,39 +129,47 @@ test("closing: cancels the run, stops the worker, routes no more; twice is an er
 });
 
 test("bad projects and interpreters are refused with clear errors and register nothing", async () => {
-  const missing = await open({ name: "x", project: join(h.dir, "nope") });
+  const { h, dir, project } = await sharedServer();
+  const ids = async () =>
+    (await h.call("python_session_list")).structuredContent.sessions.map(
+      (s: { session_id: string }) => s.session_id,
+    );
+  const before = await ids();
+  const missing = await open(h, { name: "x", project: join(dir, "nope") });
   expect(missing.structuredContent.error).toBe("Project directory does not exist");
-  writeFileSync(join(h.dir, "file"), "");
-  expect((await open({ name: "x", project: join(h.dir, "file") })).structuredContent.error).toBe(
+  writeFileSync(join(dir, "file"), "");
+  expect((await open(h, { name: "x", project: join(dir, "file") })).structuredContent.error).toBe(
     "Project must be a directory",
   );
-  expect(
-    (await open({ name: "x", project: h.project, python: "/no/such/python" })).structuredContent.error,
-  ).toBe("Requested Python executable does not exist");
-  expect(
-    (await open({ name: "x", project: h.project, python: "no-such-python-xyz" })).structuredContent.error,
-  ).toBe("Requested Python executable was not found on PATH");
-  const notPython = executable(join(h.dir, "fake"), "#!/bin/sh\necho hello\n");
-  expect((await open({ name: "x", project: h.project, python: notPython })).structuredContent.error).toBe(
+  expect((await open(h, { name: "x", project, python: "/no/such/python" })).structuredContent.error).toBe(
+    "Requested Python executable does not exist",
+  );
+  expect((await open(h, { name: "x", project, python: "no-such-python-xyz" })).structuredContent.error).toBe(
+    "Requested Python executable was not found on PATH",
+  );
+  const notPython = executable(join(dir, "fake"), "#!/bin/sh\necho hello\n");
+  expect((await open(h, { name: "x", project, python: notPython })).structuredContent.error).toBe(
     "Requested executable is not a supported Python interpreter",
   );
   const old = executable(
-    join(h.dir, "old"),
+    join(dir, "old"),
     `#!/bin/sh\necho '{"implementation": "cpython", "version": "3.8.1", "major": 3, "minor": 8, "executable": "/x"}'\n`,
   );
-  expect((await open({ name: "x", project: h.project, python: old })).structuredContent.error).toContain(
+  expect((await open(h, { name: "x", project, python: old })).structuredContent.error).toContain(
     "Python 3.10 or newer is required",
   );
-  const broken = join(h.dir, "broken");
+  const broken = join(dir, "broken");
   mkdirSync(join(broken, ".venv", "bin"), { recursive: true });
   symlinkSync("/no/such/python", join(broken, ".venv", "bin", "python"));
-  expect((await open({ name: "x", project: broken })).structuredContent.error).toContain(
+  expect((await open(h, { name: "x", project: broken })).structuredContent.error).toContain(
     ".venv/bin/python is missing",
   );
-  expect((await h.call("python_session_list")).structuredContent.sessions).toHaveLength(1);
+  // The server is shared: nothing registered is the same list of sessions as before.
+  expect(await ids()).toEqual(before);
 });
 
 test("a client cancelling an open kills the probe and registers nothing", async () => {
+  const h = await ownServer();
   const hang = executable(join(h.dir, "hang"), "#!/bin/sh\nexec sleep 60\n");
   const controller = new AbortController();
   const pending = h.client.callTool(
@@ -146,7 +184,8 @@ test("a client cancelling an open kills the probe and registers nothing", async 
 });
 
 test("session_inspect: metadata, and an inventory that never enters history", async () => {
-  const id = (await open({ name: "ins", project: h.project })).structuredContent.session_id;
+  const { h, project } = await sharedServer();
+  const id = (await open(h, { name: "ins", project })).structuredContent.session_id;
   const plain = (await h.call("python_session_inspect", { session_id: id })).structuredContent;
   expect(plain.environment.runtime_status).toBe("lazy");
   expect(plain.namespace).toBeUndefined();
@@ -167,7 +206,8 @@ test("session_inspect: metadata, and an inventory that never enters history", as
 });
 
 test("processes of all sessions die with the server", async () => {
-  const id = (await open({ name: "k", project: h.project })).structuredContent.session_id;
+  const h = await ownServer();
+  const id = (await open(h, { name: "k", project: h.project })).structuredContent.session_id;
   await h.run("1", { session_id: id });
   await h.run("1");
   expect(h.children().length).toBe(4);

@@ -1,28 +1,26 @@
 // Long cells as MCP tasks (protocol 2025-11-25), the task methods spoken by tests/support/legacy-tasks.ts:
 // the task id is the run id, tasks/result is the plain call's result, tasks/cancel stops the run for good.
-import { afterEach, beforeEach, expect, test } from "bun:test";
+import { beforeAll, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { CallToolResult, Task } from "@modelcontextprotocol/client";
-import { CallToolResultSchema } from "@modelcontextprotocol/core";
-import { Harness, waitFor } from "../support/harness.ts";
+import { CallToolResultSchema, ListToolsResultSchema } from "@modelcontextprotocol/core";
+import { Harness, sessionPerTest, waitFor } from "../support/harness.ts";
 import { LegacyTasks } from "../support/legacy-tasks.ts";
 
-let h: Harness;
+// One server for the file; each test's tasks run in a session (a worker and a project) of its own. The
+// tasks/list test lists every task of a server, so it starts one of its own.
+const h = sessionPerTest();
 let tasks: LegacyTasks;
-beforeEach(async () => {
-  h = await Harness.start();
-  tasks = new LegacyTasks(h.client);
-});
-afterEach(async () => {
-  await h.close();
+beforeAll(() => {
+  tasks = new LegacyTasks(h.server.client);
 });
 
 const RELATED = "io.modelcontextprotocol/related-task";
 
-/** Starts a tool call as a task and returns the task the server created. */
+/** Starts a tool call as a task in the test's session and returns the task the server created. */
 async function startTask(name: string, args: Record<string, unknown>, ttl?: number): Promise<Task> {
-  return await tasks.create(name, args, { ttl });
+  return await tasks.create(name, { session_id: h.id, ...args }, { ttl });
 }
 
 async function taskResult(taskId: string) {
@@ -35,13 +33,18 @@ function withoutMeta(result: Record<string, unknown>) {
 }
 
 test("the execution tools declare optional task support and the server the tasks capability", async () => {
-  const { tools } = await h.client.listTools();
+  // tools/list by hand: after the SDK's listTools the shared client would check every later result against
+  // the tools' output schemas (a few tenths of a second of CPU to compile them), which no test here asks for.
+  const { tools } = await h.server.client.request(
+    { method: "tools/list", params: {} },
+    ListToolsResultSchema,
+  );
   const support = Object.fromEntries(tools.map((tool) => [tool.name, tool.execution?.taskSupport]));
   expect(support.execute_python).toBe("optional");
   expect(support.python_execute_file).toBe("optional");
   expect(support.python_health).toBeUndefined();
   expect(support.python_start).toBeUndefined();
-  expect(h.client.getServerCapabilities()?.tasks).toEqual({
+  expect(h.server.client.getServerCapabilities()?.tasks).toEqual({
     list: {},
     cancel: {},
     requests: { tools: { call: {} } },
@@ -86,7 +89,7 @@ test("a task polled to its end gives its result, with progress while it runs", a
   let final: CallToolResult | undefined;
   const stream = tasks.stream(
     "execute_python",
-    { code: "import time\ntime.sleep(1)\n'streamed'" },
+    { session_id: h.id, code: "import time\ntime.sleep(1)\n'streamed'" },
     { onprogress: (update) => progress.push(update.progress) },
   );
   for await (const message of stream) {
@@ -156,10 +159,9 @@ test("a task while the session is busy fails with the busy result; a task on a s
   await tasks.cancel(long.taskId);
   await taskResult(long.taskId);
 
-  const health = await h.health();
   await h.run(`open('job.py', 'w').write("import sys\\nprint('args', sys.argv[1:])\\n")`);
   const file = await startTask("python_execute_file", {
-    session_id: health.server.session_id,
+    session_id: h.id,
     path: "job.py",
     argv: ["a", "b"],
     mode: "fresh",
@@ -170,20 +172,26 @@ test("a task while the session is busy fails with the busy result; a task on a s
 });
 
 test("tasks/list pages through the retained tasks", async () => {
-  const ids: string[] = [];
-  for (let i = 0; i < 23; i++) {
-    const task = await startTask("execute_python", { code: String(i) });
-    await taskResult(task.taskId);
-    ids.push(task.taskId);
+  const own = await Harness.start();
+  try {
+    const ownTasks = new LegacyTasks(own.client);
+    const ids: string[] = [];
+    for (let i = 0; i < 23; i++) {
+      const task = await ownTasks.create("execute_python", { code: String(i) });
+      await ownTasks.result(task.taskId);
+      ids.push(task.taskId);
+    }
+    const first = await ownTasks.list();
+    expect(first.tasks.length).toBe(20);
+    expect(first.nextCursor).toBeDefined();
+    const second = await ownTasks.list(first.nextCursor);
+    expect(second.nextCursor).toBeUndefined();
+    const listed = [...first.tasks, ...second.tasks];
+    expect(listed.map((task) => task.taskId)).toEqual(ids);
+    expect(new Set(listed.map((task) => task.status))).toEqual(new Set(["completed"]));
+  } finally {
+    await own.close();
   }
-  const first = await tasks.list();
-  expect(first.tasks.length).toBe(20);
-  expect(first.nextCursor).toBeDefined();
-  const second = await tasks.list(first.nextCursor);
-  expect(second.nextCursor).toBeUndefined();
-  const listed = [...first.tasks, ...second.tasks];
-  expect(listed.map((task) => task.taskId)).toEqual(ids);
-  expect(new Set(listed.map((task) => task.status))).toEqual(new Set(["completed"]));
 });
 
 test("the ttl is honoured, and a task leaves with its run from the 64-run history", async () => {
@@ -214,7 +222,7 @@ test("the ttl is honoured, and a task leaves with its run from the 64-run histor
 
 test("a tool that is not an execution tool refuses task mode with a protocol error", async () => {
   await expect(
-    h.client.request(
+    h.server.client.request(
       { method: "tools/call", params: { name: "python_health", arguments: {}, task: {} } },
       CallToolResultSchema,
     ),

@@ -3,18 +3,21 @@
 // JSON POST, nothing listens and health names no viewer without --viewer, the token reaches no child,
 // `repl-mcp viewer` lists a running server and forgets it once it exits, and a flood reaches a page only
 // up to the viewer's cap, with the rest counted.
-import { afterEach, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { VIEWER_BODY_MAX_BYTES } from "../../src/limits.ts";
-import { BINARY, Harness, tempDir, waitFor } from "../support/harness.ts";
+import { BINARY, Harness, SessionClient, tempDir, waitFor } from "../support/harness.ts";
 import { EventReader, listeningPorts, rawRequest, viewerOf } from "../support/viewer.ts";
 
 let harnesses: Harness[] = [];
 let readers: EventReader[] = [];
+let sessions: SessionClient[] = [];
 afterEach(async () => {
   await Promise.all(readers.map((reader) => reader.close()));
   readers = [];
+  await Promise.all(sessions.map((session) => session.close()));
+  sessions = [];
   await Promise.all(harnesses.map((h) => h.close()));
   harnesses = [];
 });
@@ -23,6 +26,24 @@ async function start(args: string[] = ["--viewer"], env: Record<string, string> 
   const h = await Harness.start({ args, env });
   harnesses.push(h);
   return h;
+}
+
+// A test that needs only a --viewer server, none of its own (not its exit, its processes or its count of
+// open pages), shares one with the file's other such tests; started by the first that asks.
+let shared: Promise<Harness> | undefined;
+afterAll(async () => {
+  await (await shared)?.close();
+});
+function sharedViewer(): Promise<Harness> {
+  shared ??= Harness.start({ args: ["--viewer"] });
+  return shared;
+}
+
+/** A session of the test's own on `h`, closed after the test. */
+async function session(h: Harness): Promise<SessionClient> {
+  const opened = await SessionClient.open(h);
+  sessions.push(opened);
+  return opened;
 }
 
 function reader(viewer: Awaited<ReturnType<typeof viewerOf>>) {
@@ -43,7 +64,7 @@ function viewerCommand(h: Harness, args: string[] = [], env: Record<string, stri
 
 describe("every request needs the token", () => {
   test("no token, a wrong token in the URL or in the cookie: 401, and the page trades a right one for a cookie", async () => {
-    const h = await start();
+    const h = await sharedViewer();
     const viewer = await viewerOf(h);
     const host = `Host: 127.0.0.1:${viewer.port}`;
     const wrongCookie = `Cookie: repl_mcp_viewer_${viewer.port}=${"0".repeat(64)}`;
@@ -81,7 +102,7 @@ describe("every request needs the token", () => {
   });
 
   test("a foreign Host or Origin is refused (403) even with the token, and cancel is a same-origin JSON POST", async () => {
-    const h = await start();
+    const h = await sharedViewer();
     const viewer = await viewerOf(h);
     const cookie = `Cookie: ${viewer.cookie}`;
     const host = `Host: 127.0.0.1:${viewer.port}`;
@@ -209,7 +230,7 @@ describe("repl-mcp viewer", () => {
   });
 
   test("--open hands the newest viewer's URL to xdg-open", async () => {
-    const h = await start();
+    const h = await sharedViewer();
     const viewer = await viewerOf(h);
     const bin = tempDir();
     const opened = join(bin, "opened");
@@ -223,11 +244,12 @@ describe("repl-mcp viewer", () => {
 
 describe("bounds", () => {
   test("a flood reaches the page bounded, and the page is told the output was cut", async () => {
-    const h = await start();
+    const h = await sharedViewer();
     const viewer = await viewerOf(h);
+    const own = await session(h);
     const page = reader(viewer);
     await waitFor(() => page.of("hello").length === 1, { what: "the snapshot" });
-    const result = await h.run(
+    const result = await own.run(
       "import sys\nfor _ in range(200):\n    sys.stdout.write('x' * 50_000)\n'done'",
     );
     expect(result.success).toBe(true);

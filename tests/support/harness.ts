@@ -208,11 +208,21 @@ export class SessionClient {
     readonly project: string,
   ) {}
 
-  static async open(harness: Harness): Promise<SessionClient> {
+  static async open(
+    harness: Harness,
+    options: {
+      /** Prepares the project directory (e.g. writes .mcp.json) before the session opens. */
+      beforeOpen?: (project: string) => void;
+      /** The session's interpreter (python_session_open's `python`; default: the server's choice). */
+      python?: string;
+    } = {},
+  ): Promise<SessionClient> {
     const dir = realpathSync(mkdtempSync(join(harness.dir, "session-")));
     const project = join(dir, "project");
     mkdirSync(project);
-    const opened = await harness.call("python_session_open", { name: "test", project });
+    options.beforeOpen?.(project);
+    const python = options.python === undefined ? {} : { python: options.python };
+    const opened = await harness.call("python_session_open", { name: "test", project, ...python });
     if (opened.isError)
       throw new Error(`python_session_open failed: ${JSON.stringify(opened.structuredContent)}`);
     return new SessionClient(harness, opened.structuredContent.session_id as string, dir, project);
@@ -244,7 +254,7 @@ export type TestSession = Pick<SessionClient, "id" | "dir" | "project" | "call" 
  * hooks, so a test file calls it at its top level (a helper module must not: under --no-isolate its hooks
  * would apply to every later file of the worker). Returns the running test's session.
  */
-export function sessionPerTest(): TestSession {
+export function sessionPerTest(): TestSession & { readonly server: Harness } {
   let server: Harness | undefined;
   let current: SessionClient | undefined;
   beforeAll(async () => {
@@ -265,6 +275,11 @@ export function sessionPerTest(): TestSession {
     return current;
   };
   return {
+    /** The file's server, for what a client does beyond tool calls (resources, tasks). */
+    get server() {
+      if (!server) throw new Error("the file's server exists only while its tests run");
+      return server;
+    },
     get id() {
       return session().id;
     },
