@@ -170,8 +170,8 @@ const env = {
   TMPDIR: runTmp,
   // The test workers free and allocate large buffers all the time, and mimalloc's default returns freed
   // pages to the system after 10 ms, to fault them in again at the next allocation: a quarter of a
-  // worker's own CPU. Kept: nothing is returned before the worker exits. (The harness's servers do not
-  // inherit it: they get a home's environment of their own.)
+  // worker's own CPU. Kept: nothing is returned before the worker exits. (The servers the tests start get
+  // it from their home's environment, tests/support/home.ts.)
   MIMALLOC_PURGE_DELAY: "-1",
   ...(workerCache ? { [WORKER_CACHE_VARIABLE]: workerCache } : {}),
 };

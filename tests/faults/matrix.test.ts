@@ -1,6 +1,7 @@
 // The fault matrix: each test injects one fault and then asserts what every fault must leave intact —
 // the server still answers (or exited as the contract says), the tool reported the failure honestly
 // (never a success with missing data), stdout carried only JSON-RPC, and no process of ours survives.
+// runner: waiting lane
 import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
