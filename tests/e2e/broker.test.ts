@@ -4,11 +4,11 @@
 // a test that reads python_health's broker (the launch project's), counts the server's processes, kills
 // it or needs a flag starts a server of its own.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { bundled } from "../fixtures/peers/bundle.ts";
-import { Harness, SessionClient, taggedPids, waitFor } from "../support/harness.ts";
+import { Harness, pidsWithEnv, SessionClient, taggedPids, waitFor } from "../support/harness.ts";
 
 const PEERS = resolve(import.meta.dir, "../fixtures/peers");
 /** Bundled: most tests here start it, some several times. */
@@ -74,20 +74,6 @@ async function ownServer(servers: Record<string, unknown>) {
  */
 const journalOf = (s: SessionClient) =>
   `[r for r in mcp.journal() if r['session_id'] == ${JSON.stringify(s.id)}]`;
-
-/** Processes whose environment holds `entry` (NAME=value) whole. */
-function pidsWithEnv(entry: string): number[] {
-  return readdirSync("/proc")
-    .filter((name) => {
-      if (!/^\d+$/.test(name)) return false;
-      try {
-        return `\0${readFileSync(`/proc/${name}/environ`, "latin1")}`.includes(`\0${entry}\0`);
-      } catch {
-        return false; // It ended while we looked.
-      }
-    })
-    .map(Number);
-}
 
 /** A unique path for a fixture peer's log file, removed after the test. */
 function tempLog(name: string): string {

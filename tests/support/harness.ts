@@ -295,15 +295,20 @@ export function sessionPerTest(): TestSession & { readonly server: Harness } {
 }
 
 export function taggedPids(tag: string): number[] {
-  // Each NUL-terminated entry of /proc/<pid>/environ; the tag is matched whole. Runs often (every wait
-  // for processes to go), over every process of a parallel run, so only a match costs a second read.
-  const needle = `\0REPL_MCP_TEST_TAG=${tag}\0`;
+  return pidsWithEnv(`REPL_MCP_TEST_TAG=${tag}`);
+}
+
+/** Live processes (other than this one) whose environment holds `entry` (NAME=value) whole. */
+export function pidsWithEnv(entry: string): number[] {
+  // Each NUL-terminated entry of /proc/<pid>/environ is matched whole. Runs often (every wait for
+  // processes to go), over every process of a parallel run, so only a match costs a second read.
+  const needle = `\0${entry}\0`;
   const found: number[] = [];
-  for (const entry of readdirSync("/proc")) {
-    const pid = Number(entry);
+  for (const name of readdirSync("/proc")) {
+    const pid = Number(name);
     if (!Number.isInteger(pid) || pid === process.pid) continue;
     try {
-      if (!`\0${readFileSync(`/proc/${entry}/environ`, "latin1")}`.includes(needle)) continue;
+      if (!`\0${readFileSync(`/proc/${name}/environ`, "latin1")}`.includes(needle)) continue;
       if (pidAlive(pid)) found.push(pid);
     } catch {
       // The process ended while we looked.
