@@ -517,7 +517,9 @@ describe("HTTP peers and a third-party server", () => {
 
 describe("per-project brokers", () => {
   test("a session on another project uses that project's registry", async () => {
-    const harness = await withRegistry({ peer: stdioEntry() });
+    // Its own server: the other project's broker must leave the launch project's (the default session's)
+    // alone.
+    const harness = await ownServer({ peer: stdioEntry() });
     const other = join(harness.dir, "other");
     mkdirSync(other);
     writeFileSync(join(other, ".mcp.json"), JSON.stringify({ mcpServers: { elsewhere: stdioEntry() } }));
@@ -529,9 +531,9 @@ describe("per-project brokers", () => {
     const peerPid = await value(harness, "mcp.call('elsewhere', 'whoami')['structuredContent']['pid']", {
       session_id: opened.session_id,
     });
-    expect(server.children()).toContain(peerPid);
+    expect(harness.children()).toContain(peerPid);
     await harness.call("python_session_close", { session_id: opened.session_id });
-    await waitFor(() => !server.children().includes(peerPid), {
+    await waitFor(() => !harness.children().includes(peerPid), {
       timeoutMs: 5_000,
       what: "the peer to stop",
     });
