@@ -31,12 +31,14 @@ export async function runGuardian(): Promise<never> {
   process.on("SIGINT", () => {});
   const jobs = new Set<number>();
   let child: ReturnType<typeof Bun.spawn> | undefined;
+  let cleanup: string[] = [];
 
   const finish = async (code: number): Promise<never> => {
     if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     for (const pgid of jobs) signalGroup(pgid, "SIGKILL");
     // The server takes our exit for the child's: it must be gone (reaped), not merely sent SIGKILL.
     if (child) await waitAtMost(child.exited, GUARDIAN_CHILD_EXIT_WAIT_MS);
+    removeAll(cleanup);
     // The child and the jobs are already gone: a server that reads nothing cannot hold the rest up.
     await waitAtMost(Promise.resolve(events.flush()), GUARDIAN_EVENT_FLUSH_MS);
     // Whatever else is left in our group (the child's own children) goes too, and so do we.
@@ -55,6 +57,7 @@ export async function runGuardian(): Promise<never> {
         else if (message.type === "job_done") jobs.delete(message.pgid);
         else if (child) throw new Error("a guardian runs one child");
         else {
+          cleanup = message.spec.cleanup ?? [];
           child = start(message.spec, () => void finish(0));
           if (!child) return finish(1);
         }
@@ -94,6 +97,19 @@ function start(spec: SpawnSpec, exited: () => void): ReturnType<typeof Bun.spawn
     exited();
   });
   return child;
+}
+
+/** Removes what the child had outside itself; whatever cannot be removed is left (nobody is left to tell). */
+function removeAll(paths: string[]): void {
+  if (paths.length === 0) return;
+  const { rmSync } = require("node:fs") as typeof import("node:fs");
+  for (const path of paths) {
+    try {
+      rmSync(path, { recursive: true, force: true });
+    } catch {
+      // Busy or already gone.
+    }
+  }
 }
 
 /**

@@ -11,6 +11,12 @@ export const SpawnSpec = v.strictObject({
   args: v.array(v.string()),
   env: v.record(v.string(), v.string()),
   cwd: v.string(),
+  /**
+   * Paths the guardian removes (recursively) once its child is gone for good: what a contained worker
+   * had of its own outside its sandbox (its private temporary directory, its proxy socket), so that a
+   * server killed with SIGKILL leaves none of it behind.
+   */
+  cleanup: v.optional(v.array(v.string())),
 });
 export type SpawnSpec = v.InferOutput<typeof SpawnSpec>;
 

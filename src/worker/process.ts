@@ -2,6 +2,7 @@
 // with its fd 2 drained on the side. It knows nothing about runs or sessions; the supervisor does.
 import { describe, ReplError } from "../errors.ts";
 import { signalGroup } from "../guardian/kill.ts";
+import type { SpawnSpec } from "../guardian/protocol.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import {
   FRAME_MAX_BYTES,
@@ -28,6 +29,11 @@ export interface WorkerLaunch {
   env: Record<string, string>;
   /** A reason no worker can start (e.g. no interpreter found). */
   problem?: string;
+  /**
+   * Set for a contained session (docs/sandbox.md): turns the interpreter's command into the sandboxed one.
+   * It may refuse (a ReplError), and then no worker starts: a contained session never runs uncontained.
+   */
+  contain?: (spec: SpawnSpec) => Promise<SpawnSpec>;
 }
 
 /** The local worker: worker.py in a process of its own under a guardian, frames over its pipes. */
@@ -48,16 +54,8 @@ export class WorkerProcess implements WorkerChannel {
   private readonly closeListeners = new Set<() => void>();
   private channelClosed = false;
 
-  private constructor(launch: WorkerLaunch) {
-    this.guarded = new GuardedProcess(
-      {
-        program: launch.python,
-        args: ["-u", "-c", BOOTSTRAP, workerSourcePath()],
-        env: launch.env,
-        cwd: launch.cwd,
-      },
-      { stderr: "pipe" },
-    );
+  private constructor(spec: SpawnSpec) {
+    this.guarded = new GuardedProcess(spec, { stderr: "pipe" });
     const stderr = this.guarded.stderr;
     const stderrDone = stderr ? this.stderr.drain(stderr) : Promise.resolve();
     const queue = { lines: WRITER_QUEUE_FRAMES, timeoutMs: FRAME_WRITE_TIMEOUT_MS, what: "worker input" };
@@ -85,7 +83,13 @@ export class WorkerProcess implements WorkerChannel {
 
   static async start(launch: WorkerLaunch): Promise<WorkerProcess> {
     if (launch.problem) throw new ReplError("WORKER_START_FAILED", launch.problem);
-    const worker = new WorkerProcess(launch);
+    const plain: SpawnSpec = {
+      program: launch.python,
+      args: ["-u", "-c", BOOTSTRAP, workerSourcePath()],
+      env: launch.env,
+      cwd: launch.cwd,
+    };
+    const worker = new WorkerProcess(launch.contain ? await launch.contain(plain) : plain);
     const ready = new Promise<ReadyFrame>((resolve, reject) => {
       worker.readySignal = { resolve, reject };
     });
