@@ -30,6 +30,7 @@ main() in the last section):
     The session                    the namespace, loop and context; one result per run
     File runs                      python_run_file: __main__, argv, sys.path[0], exit status
     Kernel host                    the engine inside a Jupyter kernel: kernel_run(), comm frames out, stdin in
+    Contained worker               under --sandbox: what a run was refused, for its result
     Entry point                    main()
 """
 
@@ -1101,6 +1102,9 @@ class _CommandChannel:
         run_id = frame.get("id")
         if type(run_id) is not str:
             _terminate(2, "cancel frame needs a string id")
+        if _SANDBOX is not None:
+            # The server cannot see a contained worker's process groups (its pids are another namespace's).
+            _CHILDREN.kill_groups()
         GATE.cancel(run_id)
 
     def _on_shutdown(self, frame):
@@ -4933,6 +4937,10 @@ class _Session:
                 elif truncated["return"] and _keeps_whole(type(outcome.value)):
                     self._attach_artifact(result, outcome.value, context)
         exit_code = outcome.exit_code
+        if _SANDBOX is not None:
+            denials = _SANDBOX.finish(outcome.error)
+            if denials:
+                result["sandbox_denials"] = denials
         outcome = None  # drop the value and any traceback (and the frames it keeps alive) right away
         result.update(error=error, truncated=truncated, state="preserved", interrupted=interrupted)
         if exit_code is not None:
@@ -5396,6 +5404,115 @@ def kernel_ready():
 
 
 # =====================================================================================================
+# Contained worker
+#
+# Under --sandbox (docs/sandbox.md) the worker runs inside an OS sandbox, and the server describes its
+# policy in REPL_MCP_SANDBOX. The sandbox refuses; this only notes what a run was refused, so that its
+# result can name it (sandbox_denials): writes outside the writable places and direct connections, seen
+# by an audit hook as they are tried, and reads of denied places, seen in the error the cell ends with.
+# =====================================================================================================
+SANDBOX_DENIALS_MAX = 16
+SANDBOX_DENIAL_TEXT_MAX_CHARS = 512
+
+
+class _Sandbox:
+    def __init__(self, policy):
+        def paths(key):
+            found = []
+            for entry in policy.get(key) or ():
+                path = entry.get("path") if type(entry) is dict else entry
+                if type(path) is str and not any(c in path for c in "*?["):
+                    found.append(path.rstrip("/") or "/")
+            return tuple(found)
+
+        self.read_denied = paths("denyRead")
+        self.read_allowed = paths("allowRead")
+        self.writable = paths("allowWrite") + ("/dev",)
+        self.write_denied = paths("denyWrite")
+        self.found = []
+
+    @staticmethod
+    def _under(path, roots):
+        return any(path == root or path.startswith(root + "/") for root in roots)
+
+    def _note(self, kind, target, reason):
+        if _ActiveRun.id is None or len(self.found) >= SANDBOX_DENIALS_MAX:
+            return
+        denial = {"kind": kind, "target": target[:SANDBOX_DENIAL_TEXT_MAX_CHARS], "reason": reason}
+        if denial not in self.found:
+            self.found.append(denial)
+
+    def hook(self, event, args):
+        # An audit hook's exception would become the audited call's: nothing may escape.
+        try:
+            if event == "open":
+                self._opened(*args[:3])
+            elif event == "socket.connect":
+                self._connected(args[1])
+        except Exception:
+            pass
+
+    def _opened(self, path, mode, flags):
+        if type(path) is int:
+            return
+        if type(mode) is str:
+            writes = any(c in mode for c in "wax+")
+        else:
+            writes = type(flags) is int and bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+        if not writes:
+            return
+        try:
+            full = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError, OSError):
+            return
+        if self._under(full, self.write_denied):
+            self._note("write", full, "never writable in the sandbox")
+        elif not self._under(full, self.writable):
+            self._note("write", full, "outside the sandbox's writable places")
+
+    def _connected(self, address):
+        if type(address) is not tuple or len(address) < 2 or type(address[0]) is not str:
+            return
+        host, port = address[0], address[1]
+        if host in ("localhost", "::1") or host.startswith("127."):
+            return
+        self._note(
+            "network",
+            "%s:%s" % (host, port),
+            "direct connections leave no contained worker; go through the proxy (HTTP_PROXY, HTTPS_PROXY)",
+        )
+
+    def finish(self, error):
+        """What this run was refused, its ending error included; [] when nothing."""
+        seen = 0
+        while error is not None and seen < 16:
+            seen += 1
+            filename = getattr(error, "filename", None) if isinstance(error, OSError) else None
+            if type(filename) is str and error.errno in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS):
+                full = os.path.realpath(filename)
+                if self._under(full, self.read_denied) and not self._under(full, self.read_allowed):
+                    self._note("read", full, "a place the sandbox keeps unreadable (credentials, secrets)")
+            error = error.__cause__ or error.__context__
+        found, self.found = self.found, []
+        return found
+
+
+_SANDBOX = None
+
+
+def _contain(text):
+    """REPL_MCP_SANDBOX's policy, read once; the variable is not passed on to what the worker starts."""
+    global _SANDBOX
+    try:
+        policy = json.loads(text)
+    except ValueError:
+        return
+    if type(policy) is dict:
+        _SANDBOX = _Sandbox(policy)
+        sys.addaudithook(_SANDBOX.hook)
+
+
+# =====================================================================================================
 # Entry point
 #
 # Everything above only defines things (apart from the stream protection and SIGINT set-up at the top).
@@ -5409,6 +5526,9 @@ def main():
     sys.modules["__main__"].__dict__.pop("__file__", None)
     # Figures render off-screen unless the user chose a backend; plt.show() then sends them as displays.
     os.environ.setdefault("MPLBACKEND", "Agg")
+    contained = os.environ.pop("REPL_MCP_SANDBOX", None)
+    if contained is not None:
+        _contain(contained)
     _FIRST_IMPORTS.on("matplotlib.pyplot", _patch_pyplot)
     _FIRST_IMPORTS.on("getpass", _patch_getpass)
     builtins.input = _input

@@ -36,6 +36,9 @@ export const ERROR_CODES = [
   "KERNEL_NOT_FOUND", //         no running kernel has that kernel_id (or the attached kernel is gone)
   "KERNEL_RESET_REFUSED", //     a reset would restart a kernel this server did not start (allowReset false)
   "KERNEL_CONNECTION_LOST", //   the kernel's connection dropped during a run; its outcome is unknown
+  // Contained cells (--sandbox)
+  "SANDBOX_UNAVAILABLE", //      this machine cannot contain cells as --sandbox asks (the message says why and what to do)
+  "SANDBOX_DENIED", //           a path or host the sandbox policy does not allow (artifact tools of a contained session)
   // Broker (mcp.* inside cells)
   "BROKER_DISABLED", //          --mcp-scope none or REPL_MCP_NO_BRIDGE=1
   "CONFIG_INVALID", //           the registry cannot be loaded or is invalid

@@ -367,3 +367,21 @@ export const VIEWER_IDLE_SECONDS = 30;
 export const VIEWER_TOKEN_BYTES = 32;
 /** Viewer: the largest runtime-directory file `repl-mcp viewer` reads. */
 export const VIEWER_FILE_MAX_BYTES = 8_192;
+
+// Contained workers (--sandbox; docs/sandbox.md)
+/** The largest policy file --sandbox reads. */
+export const SANDBOX_POLICY_MAX_BYTES = 256 * 1024;
+/** What a cell's result lists of what the sandbox refused it (sandbox_denials), at most. */
+export const SANDBOX_DENIALS_MAX = 16;
+/** The longest path or host kept in one denial; a longer one is cut. */
+export const SANDBOX_DENIAL_TEXT_MAX_CHARS = 512;
+/** Bytes of a proxied connection's first request the front reads to learn its destination. */
+export const SANDBOX_REQUEST_HEAD_MAX_BYTES = 16_384;
+/** A proxied connection that names no destination within this is closed. */
+export const SANDBOX_REQUEST_HEAD_TIMEOUT_MS = 30_000;
+/** Bytes a proxied connection may hold unsent toward a slow reader before its other side is paused. */
+export const SANDBOX_RELAY_BACKLOG_BYTES = 1_048_576;
+/** The start-up probe (a contained `exit 0`) must have finished within this. */
+export const SANDBOX_PROBE_TIMEOUT_MS = 15_000;
+/** Longest path of the sandbox's directory in the temporary directory, leaving room for a socket's name (108 bytes in all). */
+export const SANDBOX_SOCKET_PATH_MAX_BYTES = 64;

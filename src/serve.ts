@@ -3,7 +3,7 @@ import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Journal } from "./broker/journal.ts";
 import { openDurableJournal } from "./broker/journal-file.ts";
-import type { ServeOptions } from "./cli/command.ts";
+import { BUILTIN_SANDBOX, type ServeOptions } from "./cli/command.ts";
 import type { HttpOptions } from "./cli/http.ts";
 import { describe } from "./errors.ts";
 import { withholdFromChildren } from "./guardian/env.ts";
@@ -41,7 +41,9 @@ export async function serve(options: ServeOptions): Promise<void> {
       process.exit(1);
     }
   }
-  const kernelServers = kernelServersOf(options.kernels, project);
+  const kernels = kernelServersOf(options.kernels, project);
+  const kernelServers = kernels.servers;
+  const sandbox = await startSandbox(options, project, kernels.secretFiles);
   const interpreter = selectDefaultInterpreter(options.python, project);
   if (interpreter.problem) log.warn(interpreter.problem);
   const sessions = new Sessions({
@@ -53,6 +55,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     configPath: options.config === undefined ? undefined : resolve(project, options.config),
     scopes: options.scopes,
     journal,
+    sandbox,
   });
   const settings = {
     maxMemoryMib: options.maxMemoryMib,
@@ -73,6 +76,7 @@ export async function serve(options: ServeOptions): Promise<void> {
       await closeHttp?.().catch((error) => log.error("shutdown:", describe(error)));
       await sessions.shutdown().catch((error) => log.error("shutdown:", describe(error)));
       await sessions.journal.persisted().catch((error) => log.error("journal:", describe(error)));
+      await sandbox?.stop();
       process.exit(code);
     })();
     return stopping;
@@ -147,12 +151,36 @@ async function startHttp(sessions: Sessions, http: HttpOptions, settings: Client
 }
 
 /** The --kernels file's servers (none without it); a file that does not hold stops the server. */
-function kernelServersOf(path: string | undefined, project: string): KernelServer[] {
-  if (path === undefined) return [];
+function kernelServersOf(
+  path: string | undefined,
+  project: string,
+): { servers: KernelServer[]; secretFiles: string[] } {
+  if (path === undefined) return { servers: [], secretFiles: [] };
   try {
     const loaded = loadKernelServers(resolve(project, path));
     withholdFromChildren(loaded.secretVariables);
-    return loaded.servers;
+    return loaded;
+  } catch (error) {
+    process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
+    process.exit(1);
+  }
+}
+
+/**
+ * --sandbox: the policy read and the sandbox proven to contain before anything is served; a server that
+ * cannot contain stops here with one line saying why (docs/sandbox.md).
+ */
+async function startSandbox(options: ServeOptions, project: string, kernelFiles: string[]) {
+  if (options.sandbox === undefined) return undefined;
+  const { containCells } = await import("./sandbox/start.ts");
+  try {
+    return await containCells({
+      policy: options.sandbox === BUILTIN_SANDBOX ? undefined : resolve(project, options.sandbox),
+      project,
+      config: options.config === undefined ? undefined : resolve(project, options.config),
+      journal: options.journal === undefined ? undefined : resolve(project, options.journal),
+      kernelFiles,
+    });
   } catch (error) {
     process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
     process.exit(1);

@@ -4,3 +4,13 @@ declare module "*.py" {
   const path: string;
   export default path;
 }
+
+// The sandbox runtime's helper programs are embedded the same way (src/sandbox/assets.ts).
+declare module "*/apply-seccomp" {
+  const path: string;
+  export default path;
+}
+declare module "*.jar" {
+  const path: string;
+  export default path;
+}

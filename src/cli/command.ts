@@ -25,6 +25,21 @@ export interface Placement {
   kernels: string | undefined;
   /** Where --python's value came from: the flag itself or REPL_MCP_PYTHON. */
   pythonFrom: "flag" | "env" | undefined;
+  /** --sandbox (or REPL_MCP_SANDBOX): BUILTIN_SANDBOX for the built-in policy, else a policy file. */
+  sandbox: string | undefined;
+}
+
+/** --sandbox without a file, or REPL_MCP_SANDBOX=builtin: the built-in policy alone. */
+export const BUILTIN_SANDBOX = "builtin";
+
+/** A bare --sandbox (last, or followed by another flag) means the built-in policy. */
+function withBareSandbox(raw: string[]): string[] {
+  return raw.map((arg, index) => {
+    const next = raw[index + 1];
+    return arg === "--sandbox" && (next === undefined || next.startsWith("-"))
+      ? `--sandbox=${BUILTIN_SANDBOX}`
+      : arg;
+  });
 }
 
 export interface ServeOptions extends Placement {
@@ -123,12 +138,13 @@ function placement(parsed: Record<string, unknown>): Placement {
     scopes,
     journal: parsed.journal as string | undefined,
     kernels: parsed.kernels as string | undefined,
+    sandbox: parsed.sandbox as string | undefined,
     pythonFrom: parsed.python === undefined ? undefined : parsed["python:from-env"] ? "env" : "flag",
   };
 }
 
 function serveOptions(raw: string[]): ServeOptions {
-  const parsed = parse(raw, SERVE_FLAGS);
+  const parsed = parse(withBareSandbox(raw), SERVE_FLAGS);
   if (parsed.transport !== "stdio" && parsed.transport !== "http") {
     throw new UsageError(`--transport must be stdio or http (got "${String(parsed.transport)}")`);
   }
@@ -173,7 +189,7 @@ function serveOptions(raw: string[]): ServeOptions {
 }
 
 function doctorOptions(raw: string[]): DoctorOptions {
-  const parsed = parse(raw, DOCTOR_FLAGS);
+  const parsed = parse(withBareSandbox(raw), DOCTOR_FLAGS);
   return {
     ...placement(parsed),
     json: parsed.json === true,

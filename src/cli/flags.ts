@@ -46,6 +46,13 @@ const where = {
     valueHint: "path",
     env: "REPL_MCP_KERNELS",
   },
+  sandbox: {
+    type: "string",
+    description:
+      "Contain every local worker in an OS sandbox (docs/sandbox.md): alone, the built-in policy; with a policy file, that file's rules added to it",
+    valueHint: "file",
+    env: "REPL_MCP_SANDBOX",
+  },
 } satisfies Record<string, Flag>;
 
 export const SERVE_FLAGS = {

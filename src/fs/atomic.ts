@@ -7,6 +7,7 @@ import { basename, dirname, join } from "node:path";
 
 const CREATE_PRIVATE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 export const PRIVATE_FILE_MODE = 0o600;
+export const PRIVATE_PROGRAM_MODE = 0o700;
 
 /** A sibling name no other writer uses; a leftover from a crash is recognisable by its suffix. */
 function tempPath(path: string): string {
@@ -16,10 +17,17 @@ function tempPath(path: string): string {
 const bytesOf = (content: string | Uint8Array) =>
   typeof content === "string" ? Buffer.from(content) : content;
 
-/** Synchronous form, for start-up paths and small caches. */
-export function writePrivateFileAtomic(path: string, content: string | Uint8Array): void {
+/**
+ * Synchronous form, for start-up paths and small caches. `mode` may add the owner's execute bit (a
+ * helper program kept in the cache); it is still the mode the file is created with.
+ */
+export function writePrivateFileAtomic(
+  path: string,
+  content: string | Uint8Array,
+  mode: typeof PRIVATE_FILE_MODE | typeof PRIVATE_PROGRAM_MODE = PRIVATE_FILE_MODE,
+): void {
   const temp = tempPath(path);
-  const fd = openSync(temp, CREATE_PRIVATE, PRIVATE_FILE_MODE);
+  const fd = openSync(temp, CREATE_PRIVATE, mode);
   try {
     const bytes = bytesOf(content);
     for (let offset = 0; offset < bytes.length; ) offset += writeSync(fd, bytes, offset);

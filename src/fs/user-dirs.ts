@@ -13,7 +13,11 @@ export function cacheDirectory(): string {
   return join(tmpdir(), `repl-mcp-${process.getuid?.() ?? "user"}`);
 }
 
-/** $XDG_RUNTIME_DIR/repl-mcp when that directory exists and is ours, else the cache directory. */
+/**
+ * $XDG_RUNTIME_DIR/repl-mcp when that directory exists and is ours, else `run` in the cache directory:
+ * a directory of its own either way, so that everything secret repl-mcp keeps while it runs (generated
+ * tokens, the viewers' addresses, parked sessions) is in one place a contained cell can be denied.
+ */
 export function runtimeDirectory(): string {
   const xdg = process.env.XDG_RUNTIME_DIR;
   if (xdg?.startsWith("/")) {
@@ -24,5 +28,5 @@ export function runtimeDirectory(): string {
       // Set but missing (a session that ended, a `sudo` that kept it): fall back.
     }
   }
-  return cacheDirectory();
+  return join(cacheDirectory(), "run");
 }

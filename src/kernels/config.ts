@@ -73,12 +73,13 @@ const fail = (message: string) => new ReplError("CONFIG_INVALID", `Kernel server
 
 /**
  * Reads and checks the file; relative paths in it (tokenFile, caFile) are the file's own directory's.
- * `secretVariables`: the environment variables its tokens and URLs name, for no child to inherit.
+ * `secretVariables`: the environment variables its tokens and URLs name, for no child to inherit;
+ * `secretFiles`: the file itself and its token files, for no contained cell to read (docs/sandbox.md).
  */
 export function loadKernelServers(
   path: string,
   env: NodeJS.ProcessEnv = process.env,
-): { servers: KernelServer[]; secretVariables: string[] } {
+): { servers: KernelServer[]; secretVariables: string[]; secretFiles: string[] } {
   let text: string;
   try {
     const bytes = readFileSync(path);
@@ -103,7 +104,14 @@ export function loadKernelServers(
     const { token, url } = raw as { token?: string; url?: string };
     return [token, url].flatMap((value) => (typeof value === "string" ? placeholderNames(value) : []));
   });
-  return { servers, secretVariables };
+  const secretFiles = [
+    resolve(path),
+    ...entries.flatMap(([, raw]) => {
+      const { tokenFile } = raw as { tokenFile?: unknown };
+      return typeof tokenFile === "string" ? [resolve(base, tokenFile)] : [];
+    }),
+  ];
+  return { servers, secretVariables, secretFiles };
 }
 
 function kernelServer(name: string, raw: unknown, base: string, env: NodeJS.ProcessEnv): KernelServer {

@@ -13,6 +13,7 @@ import type { KernelServer } from "../kernels/config.ts";
 import type { JupyterLink } from "../kernels/jupyter.ts";
 import type { OwnedKernels } from "../kernels/owned.ts";
 import { SESSION_CLOSE_WAIT_MS, SESSION_OPENS_MAX, SESSIONS_MAX, SHUTDOWN_RUNS_WAIT_MS } from "../limits.ts";
+import type { Sandbox } from "../sandbox/sandbox.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { probeInterpreter } from "./probe.ts";
@@ -34,6 +35,8 @@ export interface SessionsOptions {
   journal?: Journal;
   /** The kernel servers of --kernels (python_health shows them; sessions may open on them). */
   kernelServers?: KernelServer[];
+  /** --sandbox: every local worker starts contained (docs/sandbox.md). */
+  sandbox?: Sandbox;
 }
 
 /** Where python_session_open puts a session on a kernel server. */
@@ -219,6 +222,7 @@ export class Sessions {
       serverId: this.serverId,
       maxMemoryMib: this.options.maxMemoryMib,
       approvalTimeoutMs: this.options.approvalTimeoutMs,
+      sandbox: this.options.sandbox,
     };
   }
 

@@ -49,6 +49,15 @@ export const ValueInfo = v.object({
 });
 export type ValueInfo = v.InferOutput<typeof ValueInfo>;
 
+/** Something a contained run was refused (docs/sandbox.md "Reading a denial"). */
+export const SandboxDenial = v.object({
+  kind: v.picklist(["read", "write", "network"]),
+  /** The path, or host:port. */
+  target: v.string(),
+  reason: v.string(),
+});
+export type SandboxDenial = v.InferOutput<typeof SandboxDenial>;
+
 export const WorkerResult = v.object({
   success: v.boolean(),
   stdout: v.string(),
@@ -73,6 +82,8 @@ export const WorkerResult = v.object({
   stderr_barrier: v.optional(v.boolean()),
   /** Set only when the worker itself failed (a bug), not the cell. */
   error_code: v.optional(v.picklist(["INTERNAL", "FILE_NOT_FOUND"])),
+  /** Contained sessions only: what the run was refused (at most SANDBOX_DENIALS_MAX). */
+  sandbox_denials: v.optional(v.array(SandboxDenial)),
 });
 export type WorkerResult = v.InferOutput<typeof WorkerResult>;
 

@@ -20,6 +20,7 @@ import { WriteQueue } from "../wire/write-queue.ts";
 import type { CloseReason, WorkerChannel } from "./channel.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { NativeStderr } from "./native-stderr.ts";
+import { hostPidOf } from "./namespace-pid.ts";
 import { residentBytes } from "./rss.ts";
 import { BOOTSTRAP, workerSourcePath } from "./source.ts";
 
@@ -33,7 +34,14 @@ export interface WorkerLaunch {
    * Set for a contained session (docs/sandbox.md): turns the interpreter's command into the sandboxed one.
    * It may refuse (a ReplError), and then no worker starts: a contained session never runs uncontained.
    */
-  contain?: (spec: SpawnSpec) => Promise<SpawnSpec>;
+  contain?: (spec: SpawnSpec) => Promise<Contained>;
+}
+
+/** A contained worker's command, and what to give back once that worker is gone. */
+export interface Contained {
+  spec: SpawnSpec;
+  /** Called once, when the worker and its guardian are gone (never while it is parked). */
+  release(): void;
 }
 
 /** The local worker: worker.py in a process of its own under a guardian, frames over its pipes. */
@@ -49,6 +57,12 @@ export class WorkerProcess implements WorkerChannel {
   private readonly guarded: GuardedProcess;
   /** Process groups of detached children the worker reported, killed on cancel and with the worker. */
   private readonly jobs = new Set<number>();
+  /**
+   * A contained worker lives in pid namespaces of its own: only it may be sent SIGINT (its sandbox's
+   * relays and shells share its group), and the groups it reports are not this host's (it stops them
+   * itself on cancel; they all end with its sandbox).
+   */
+  private contained = false;
   private readySignal!: { resolve: (frame: ReadyFrame) => void; reject: (error: Error) => void };
   /** Called once when the channel closes; a run hooks in here and unhooks when it ends. */
   private readonly closeListeners = new Set<() => void>();
@@ -89,7 +103,18 @@ export class WorkerProcess implements WorkerChannel {
       env: launch.env,
       cwd: launch.cwd,
     };
-    const worker = new WorkerProcess(launch.contain ? await launch.contain(plain) : plain);
+    const contained = launch.contain ? await launch.contain(plain) : undefined;
+    let worker: WorkerProcess;
+    try {
+      worker = new WorkerProcess(contained?.spec ?? plain);
+    } catch (error) {
+      contained?.release();
+      throw error;
+    }
+    if (contained) {
+      worker.contained = true;
+      void worker.closed.then(() => contained.release());
+    }
     const ready = new Promise<ReadyFrame>((resolve, reject) => {
       worker.readySignal = { resolve, reject };
     });
@@ -111,6 +136,12 @@ export class WorkerProcess implements WorkerChannel {
           throw new ReplError("WORKER_START_FAILED", "Python worker startup timed out");
         },
       );
+      if (worker.contained) {
+        const pid = hostPidOf(await worker.guarded.childPid, worker.ready.pid);
+        if (pid === undefined)
+          throw new ReplError("WORKER_START_FAILED", "Cannot find the contained worker's process");
+        worker.ready = { ...worker.ready, pid };
+      }
       return worker;
     } catch (error) {
       await worker.kill("killed");
@@ -160,7 +191,7 @@ export class WorkerProcess implements WorkerChannel {
   }
 
   private trackJob(pid: number, action: "started" | "finished"): void {
-    if (pid <= 1) return;
+    if (pid <= 1 || this.contained) return;
     if (action === "started") {
       this.jobs.add(pid);
       this.guarded.registerJob(pid);
@@ -173,9 +204,14 @@ export class WorkerProcess implements WorkerChannel {
     return residentBytes(this.ready.pid);
   }
 
-  /** SIGINT to the worker's group; the guardian ignores it, Python raises KeyboardInterrupt. */
+  /** SIGINT to the worker's group (to the contained worker alone); Python raises KeyboardInterrupt. */
   interrupt(): void {
-    this.guarded.signal("SIGINT");
+    if (!this.contained) return void this.guarded.signal("SIGINT");
+    try {
+      process.kill(this.ready.pid, "SIGINT");
+    } catch {
+      // Already gone: the run sees the channel close.
+    }
   }
 
   /** Kills the whole group at once and waits until it is gone. */

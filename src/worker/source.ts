@@ -1,16 +1,9 @@
 // Python cannot open a path inside the binary's virtual filesystem, so the embedded worker is written
-// once to a private, content-addressed cache file and run from there. Whoever can write into that cache
-// runs code as the user at the next worker start, so the directory must be ours, 0700 and not a link
-// (else this server uses a private temporary one), and the compiled code is checked against its hash.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+// once to a private, content-addressed cache file (fs/cached-copy.ts) and run from there; the compiled
+// code beside it is checked against its hash.
+import { existsSync, readFileSync } from "node:fs";
 import WORKER_FILE from "../../worker.py" with { type: "file" };
-import { writePrivateFileAtomic } from "../fs/atomic.ts";
-import { ensurePrivateDirectory } from "../fs/private-dir.ts";
-import { PrivateFileError } from "../fs/private-file.ts";
-import { cacheDirectory } from "../fs/user-dirs.ts";
-import { log } from "../log.ts";
+import { cachedCopy } from "../fs/cached-copy.ts";
 
 /**
  * Runs the file named by argv[1] as the main program, leaving sys.path[0] as for `python -c`. The
@@ -54,23 +47,6 @@ export const BOOTSTRAP = [
   "exec(__c)",
 ].join("\n");
 
-/** The cache directory when it can be trusted; else a private one for this server, removed at exit. */
-function trustedDirectory(): string {
-  const dir = cacheDirectory();
-  try {
-    ensurePrivateDirectory(dir, `The worker cache directory ${dir}`);
-    return dir;
-  } catch (error) {
-    if (!(error instanceof PrivateFileError)) throw error;
-    const fallback = mkdtempSync(join(tmpdir(), "repl-mcp-worker-"));
-    process.on("exit", () => rmSync(fallback, { recursive: true, force: true }));
-    log.warn(
-      `${error.message}; this server uses ${fallback} instead (fix or remove it to share the cache again)`,
-    );
-    return fallback;
-  }
-}
-
 /** The worker's source text and its SHA-256 (hex), read from the bundle (a kernel loads it as a module). */
 export function workerSource(): { text: string; digest: string } {
   const source = readFileSync(WORKER_FILE);
@@ -85,15 +61,6 @@ let cached: string | undefined;
 export function workerSourcePath(): string {
   if (cached && existsSync(cached)) return cached;
   // Read from the bundle only here, so its 120 KB never stay in the server's heap.
-  const source = readFileSync(WORKER_FILE);
-  const digest = new Bun.CryptoHasher("sha256").update(source).digest("hex");
-  const dir = trustedDirectory();
-  const path = join(dir, `worker-${digest.slice(0, 24)}.py`);
-  let intact = false;
-  try {
-    intact = new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex") === digest;
-  } catch {}
-  if (!intact) writePrivateFileAtomic(path, source);
-  cached = path;
-  return path;
+  cached = cachedCopy("worker", ".py", readFileSync(WORKER_FILE));
+  return cached;
 }

@@ -8,6 +8,7 @@ import {
   HISTORY_ARCHIVED_PICTURES_MAX,
   INTERRUPT_GRACE_MS,
   RSS_SAMPLE_INTERVAL_MS,
+  SANDBOX_DENIALS_MAX,
   STDERR_DRAIN_BARRIER_MS,
   STREAM_CAPTURE_MAX_BYTES,
   TIMEOUT_MAX_SECONDS,
@@ -20,7 +21,7 @@ import { waitAtMost } from "../timeout.ts";
 import type { WorkerChannel } from "./channel.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
-import type { ReadyFrame, WorkerResult } from "./frames.ts";
+import type { ReadyFrame, SandboxDenial, WorkerResult } from "./frames.ts";
 import { inlineImageBytes, RunHistory } from "./history.ts";
 import { type WorkerLaunch, WorkerProcess } from "./process.ts";
 import { picturesReleased } from "./reclaim.ts";
@@ -49,6 +50,8 @@ export interface SupervisorOptions {
   keepDisplay?: KeepDisplay;
   /** Lets go of the artifact of a picture archived earlier, once newer archived ones take its place. */
   dropDisplay?: (artifactId: string) => void;
+  /** Contained sessions: what the sandbox refused a run outside its worker (hosts), taken once per run. */
+  takeDenials?: (runId: string) => SandboxDenial[];
 }
 
 export interface RunRequest {
@@ -158,6 +161,7 @@ export class Supervisor {
         });
       }
       if (result.displays) result = await this.keepDisplays(result);
+      result = this.withDenials(result);
       if (request.record !== false) {
         this.history.add(result);
         // Still holding the slot, so archiving never overlaps itself and a closing session waits for it.
@@ -168,6 +172,14 @@ export class Supervisor {
       request.signal?.removeEventListener("abort", onClientCancel);
       if (this.active === run) this.active = undefined;
     }
+  }
+
+  /** The sandbox's refusals of this run: the worker's own, then the network's, SANDBOX_DENIALS_MAX at most. */
+  private withDenials(result: ExecutionResult): ExecutionResult {
+    const network = this.options.takeDenials?.(result.run_id) ?? [];
+    if (network.length === 0) return result;
+    const denials = [...(result.sandbox_denials ?? []), ...network].slice(0, SANDBOX_DENIALS_MAX);
+    return { ...result, sandbox_denials: denials };
   }
 
   /** Set-aside displays become artifacts before the result is answered or enters the history. */

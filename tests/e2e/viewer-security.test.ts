@@ -213,7 +213,7 @@ describe("repl-mcp viewer", () => {
     expect(row).toContain(h.project);
     expect(row).toContain(` ${h.serverPid} `);
     expect(row?.endsWith(viewer.url)).toBe(true);
-    const dir = join(h.home, ".cache", "repl-mcp");
+    const dir = join(h.home, ".cache", "repl-mcp", "run");
     const files = readdirSync(dir).filter((name) => name.startsWith("viewer-"));
     expect(files).toEqual([`viewer-${h.serverPid}.json`]);
     expect(statSync(join(dir, files[0] as string)).mode & 0o777).toBe(0o600);

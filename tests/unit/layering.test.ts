@@ -30,11 +30,13 @@ test("each third-party library is imported in one place", () => {
   expect(offenders(/["']@modelcontextprotocol\/core/, (p) => p.startsWith("wire/"))).toEqual([]);
   expect(offenders(/["']@modelcontextprotocol\/sdk/, () => false)).toEqual([]);
   expect(offenders(/["']@jupyterlab\//, (p) => p === "kernels/jupyter.ts")).toEqual([]);
+  // The sandbox runtime, and the helper programs it ships: src/sandbox/ alone.
+  expect(offenders(/["']@anthropic-ai\/sandbox-runtime/, (p) => p.startsWith("sandbox/"))).toEqual([]);
 });
 
 test("lower layers never import upper ones", () => {
   const upper = /from "\.\.\/(server|sessions|broker|cli)\//;
-  for (const layer of ["wire/", "guardian/", "worker/", "text/", "fs/", "person/"]) {
+  for (const layer of ["wire/", "guardian/", "worker/", "text/", "fs/", "person/", "sandbox/"]) {
     expect(offenders(upper, (p) => !p.startsWith(layer))).toEqual([]);
   }
   expect(offenders(/from "\.\.\/(server|sessions)\//, (p) => !p.startsWith("broker/"))).toEqual([]);

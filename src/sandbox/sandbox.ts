@@ -1,0 +1,285 @@
+// Contained cells (--sandbox; docs/sandbox.md). One Sandbox per server: it checks at start that this
+// machine can contain (and refuses to serve otherwise), starts the runtime's proxy, and gives each session
+// the way to start its workers inside the sandbox. Each worker gets a directory of its own: its TMPDIR and
+// its proxy socket (front.ts), removed when the worker is gone, by its guardian if the server is gone.
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { ReplError } from "../errors.ts";
+import { ensurePrivateDirectory } from "../fs/private-dir.ts";
+import type { SpawnSpec } from "../guardian/protocol.ts";
+import { GuardedProcess } from "../guardian/spawn.ts";
+import { SANDBOX_PROBE_TIMEOUT_MS, SANDBOX_SOCKET_PATH_MAX_BYTES } from "../limits.ts";
+import { log } from "../log.ts";
+import { withTimeout } from "../timeout.ts";
+import type { Contained } from "../worker/process.ts";
+import { applySeccompProgram, javaAgentJar, quote, socatProgram } from "./assets.ts";
+import { type ServerSecrets, workerLists } from "./builtin.ts";
+import { Decisions, type Destination, type Verdict } from "./decisions.ts";
+import { ProxyFront } from "./front.ts";
+import { entryPath, type Policy } from "./policy.ts";
+import {
+  proxyPort,
+  releaseCommand,
+  runtimeSupported,
+  startRuntime,
+  stopRuntime,
+  wrapCommand,
+} from "./runtime.ts";
+
+/** What health, session open and inspect show of a contained session's policy. */
+export interface SandboxView {
+  contained: true;
+  policy: string;
+  writable: string[];
+  read_denies: number;
+  allowed_hosts: string[];
+  denied_hosts: number;
+  asks_unknown_hosts: boolean;
+}
+
+/** What a session gives the sandbox: where it lives, whom to ask, where refusals go. */
+export interface SessionPlaces {
+  project: string;
+  /** The interpreter's environment, when it is the project's own .venv. */
+  environment: string | undefined;
+  /** Variables of the server's environment no contained worker inherits (the broker's credentials). */
+  withheld: string[];
+  /** Paths the session's broker keeps secret (OAuth credential files). */
+  secrets: string[];
+  ask(destination: Destination): Promise<Verdict>;
+  refused(destination: Destination, reason: string): void;
+}
+
+export class Sandbox {
+  readonly decisions = new Decisions();
+
+  private constructor(
+    readonly policy: Policy,
+    private readonly secrets: ServerSecrets,
+    private readonly dirs: { workers: string; cache: string; run: string },
+  ) {}
+
+  /**
+   * Checks this machine, starts the runtime and proves it contains; refuses with one line saying why
+   * and what to do. A server that cannot contain does not serve: never silently unsandboxed.
+   */
+  static async start(policy: Policy, secrets: ServerSecrets): Promise<Sandbox> {
+    if (!runtimeSupported()) {
+      throw unavailable(
+        `containment needs Linux (bubblewrap) or macOS (Seatbelt); this is ${process.platform}`,
+      );
+    }
+    const missing = ["bwrap", "socat", "rg"].filter(
+      (name) => process.platform === "linux" && !Bun.which(name),
+    );
+    if (missing.length > 0) {
+      throw unavailable(
+        `${missing.join(", ")} not found; install bubblewrap, socat and ripgrep (Debian, Ubuntu: apt-get install bubblewrap socat ripgrep)`,
+      );
+    }
+    const dirs = sandboxDirectories();
+    const sandbox = new Sandbox(policy, secrets, dirs);
+    const applySeccomp = applySeccompProgram();
+    if (process.platform === "linux" && !applySeccomp) {
+      throw unavailable(`no seccomp helper for ${process.arch}: Unix sockets could not be refused to cells`);
+    }
+    const setpriv = Bun.which("setpriv") ?? undefined;
+    if (process.platform === "linux" && !setpriv) {
+      log.warn(
+        "sandbox: setpriv (util-linux) not found: the proxy's bridge outlives a server killed with SIGKILL",
+      );
+    }
+    const helpers = {
+      applySeccomp: applySeccomp ?? "",
+      socat: socatProgram(Bun.which("socat") ?? "socat", setpriv),
+      javaAgentJar: javaAgentJar(),
+      runDirectory: dirs.run,
+    };
+    const settings = {
+      network: {
+        allowedDomains: policy.allowedDomains,
+        deniedDomains: policy.deniedDomains,
+        strictAllowlist: policy.strictAllowlist,
+      },
+      filesystem: {},
+    };
+    let problems: string[];
+    try {
+      problems = await startRuntime(settings, helpers, (target) => sandbox.decisions.decide(target));
+    } catch (error) {
+      await sandbox.stop();
+      throw unavailable(`the sandbox runtime did not start: ${(error as Error).message}`);
+    }
+    if (problems.length > 0) {
+      await sandbox.stop();
+      throw unavailable(problems.join("; "));
+    }
+    const probe = await sandbox.probe();
+    if (probe) {
+      await sandbox.stop();
+      throw unavailable(probe);
+    }
+    return sandbox;
+  }
+
+  /** Why a contained `true` does not run here (user namespaces refused, ...), or undefined. */
+  private async probe(): Promise<string | undefined> {
+    const home = sandboxHome();
+    const places = { project: this.dirs.cache, environment: undefined, withheld: [], secrets: [] };
+    const own = mkdtempSync(join(this.dirs.workers, "probe-"));
+    try {
+      const wrapped = await wrapCommand({
+        command: "exit 0",
+        cwd: places.project,
+        filesystem: workerLists(this.policy, this.places(places, own, home), this.secrets),
+        commandId: crypto.randomUUID(),
+        proxySocket: join(own, "p.sock"),
+      });
+      const guarded = new GuardedProcess(
+        {
+          program: "/bin/sh",
+          args: ["-c", wrapped],
+          env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+          cwd: places.project,
+        },
+        { stderr: "pipe" },
+      );
+      guarded.stdin.end();
+      const stderr = guarded.stderr ? new Response(guarded.stderr).text() : Promise.resolve("");
+      void new Response(guarded.stdout).arrayBuffer();
+      const exit = await withTimeout(guarded.exited, SANDBOX_PROBE_TIMEOUT_MS, () => "late" as const);
+      if (exit === "late") {
+        await guarded.stop(0);
+        return "a command in the sandbox did not finish in time";
+      }
+      if (exit?.code !== 0) {
+        const why = (await stderr).trim().split("\n").pop() || `exit status ${exit?.code ?? exit?.signal}`;
+        return `a command in the sandbox failed: ${why}`;
+      }
+      return undefined;
+    } finally {
+      releaseCommand();
+      rmSync(own, { recursive: true, force: true });
+    }
+  }
+
+  private places(session: Omit<SessionPlaces, "ask" | "refused">, own: string, home: string) {
+    return {
+      home,
+      project: session.project,
+      tmp: join(own, "tmp"),
+      cache: this.dirs.cache,
+      environment: session.environment,
+      workers: this.dirs.workers,
+      own,
+    };
+  }
+
+  /** The way a session's workers start contained. */
+  forSession(session: SessionPlaces): (spec: SpawnSpec) => Promise<Contained> {
+    return async (spec) => {
+      const home = sandboxHome();
+      const own = mkdtempSync(join(this.dirs.workers, "w-"));
+      const places = this.places(session, own, home);
+      mkdirSync(places.tmp, { mode: 0o700 });
+      const socket = join(own, "p.sock");
+      const port = proxyPort();
+      const front = port === undefined ? undefined : new ProxyFront(socket, port, session, this.decisions);
+      const release = () => {
+        front?.close();
+        rmSync(own, { recursive: true, force: true });
+      };
+      const secrets = { ...this.secrets, readDenied: [...this.secrets.readDenied, ...session.secrets] };
+      let wrapped: string;
+      try {
+        const command = `TMPDIR=${quote(places.tmp)} exec ${[spec.program, ...spec.args].map(quote).join(" ")}`;
+        wrapped = await wrapCommand({
+          command,
+          cwd: session.project,
+          filesystem: workerLists(this.policy, places, secrets),
+          commandId: own.slice(own.lastIndexOf("/") + 3) + crypto.randomUUID(),
+          proxySocket: front ? socket : undefined,
+        });
+      } catch (error) {
+        release();
+        throw new ReplError(
+          "WORKER_START_FAILED",
+          `The sandbox could not contain the worker: ${(error as Error).message}`,
+        );
+      }
+      const env: Record<string, string> = {
+        ...spec.env,
+        TMPDIR: places.tmp,
+        XDG_CACHE_HOME: this.dirs.cache,
+        MPLCONFIGDIR: join(this.dirs.cache, "matplotlib"),
+      };
+      for (const name of session.withheld) delete env[name];
+      return {
+        spec: { program: "/bin/sh", args: ["-c", wrapped], env, cwd: spec.cwd, cleanup: [own] },
+        release: () => {
+          releaseCommand();
+          release();
+        },
+      };
+    };
+  }
+
+  /** The policy as the tools show it. */
+  view(session: Pick<SessionPlaces, "project" | "environment">): SandboxView {
+    const writable = [session.project, "its own TMPDIR", this.dirs.cache];
+    if (session.environment) writable.push(session.environment);
+    writable.push(...this.policy.allowWrite.map(entryPath));
+    return {
+      contained: true,
+      policy: this.policy.source,
+      writable,
+      read_denies: this.secrets.readDenied.length + this.policy.denyRead.length + 11,
+      allowed_hosts: this.policy.allowedDomains,
+      denied_hosts: this.policy.deniedDomains.length,
+      asks_unknown_hosts: !this.policy.strictAllowlist,
+    };
+  }
+
+  async stop(): Promise<void> {
+    await stopRuntime().catch((error) => log.debug("sandbox runtime stop:", error));
+    rmSync(this.dirs.run, { recursive: true, force: true });
+  }
+}
+
+function unavailable(why: string): ReplError {
+  return new ReplError("SANDBOX_UNAVAILABLE", `--sandbox cannot contain cells here: ${why}`);
+}
+
+function sandboxHome(): string {
+  return process.env.HOME || homedir();
+}
+
+/**
+ * The sandbox's directories: every worker's own directory (with its TMPDIR and proxy socket) under one
+ * private directory in the temporary directory (a socket's path must stay short); the cache contained
+ * workers share beside repl-mcp's own cache (which they may not write); a directory for the runtime.
+ */
+function sandboxDirectories(): { workers: string; cache: string; run: string } {
+  let base = join(tmpdir(), `repl-mcp-sandbox-${process.getuid?.() ?? "user"}`);
+  if (Buffer.byteLength(base) > SANDBOX_SOCKET_PATH_MAX_BYTES)
+    base = `/tmp/repl-mcp-sandbox-${process.getuid?.() ?? "user"}`;
+  ensurePrivateDirectory(base, "The sandbox directory");
+  const workers = realpathSync(base);
+  const xdg = process.env.XDG_CACHE_HOME;
+  const cacheHome = xdg?.startsWith("/") ? xdg : join(sandboxHome(), ".cache");
+  const cache = join(cacheHome, "repl-mcp-contained");
+  ensurePrivateDirectory(cache, "The contained workers' cache directory");
+  const run = mkdtempSync(join(workers, `r-${process.pid}-`));
+  return { workers, cache: realpathSync(cache), run };
+}
+
+/** Whether `path` lies in `dir` (or is it). */
+export function within(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === "" || (!rel.startsWith("..") && !rel.startsWith("/"));
+}
+
+export function exists(path: string): boolean {
+  return existsSync(path);
+}
