@@ -247,6 +247,11 @@ export const APPROVAL_TIMEOUT_MAX_SECONDS = 3600;
 export const APPROVAL_ARGUMENTS_MAX_CHARS = 2000;
 /** The first line of a tool's title or description an approval shows. */
 export const APPROVAL_SUMMARY_MAX_CHARS = 200;
+/**
+ * A registry secret shorter than this is not hidden in an approval: "1" or "true" would blank ordinary
+ * arguments and protect nothing.
+ */
+export const SECRET_MIN_CHARS = 6;
 /** An input() prompt as the person sees it. */
 export const INPUT_PROMPT_MAX_CHARS = 2000;
 /** One answer to input() (worker.py repeats it for the frame it reads). */

@@ -3,7 +3,7 @@
 // the same call is judged the same way by every path that sends it (mcp.call, mcp.<server>.<tool>(),
 // artifact_forward).
 import { ReplError } from "../errors.ts";
-import { APPROVAL_ARGUMENTS_MAX_CHARS, APPROVAL_SUMMARY_MAX_CHARS } from "../limits.ts";
+import { APPROVAL_ARGUMENTS_MAX_CHARS, APPROVAL_SUMMARY_MAX_CHARS, SECRET_MIN_CHARS } from "../limits.ts";
 import type { Question } from "../person/questions.ts";
 import type { Tool } from "./catalogue.ts";
 import type { ServerEntry } from "./config.ts";
@@ -42,28 +42,25 @@ export function approvalQuestion(
   tool: Tool,
   args: Record<string, unknown>,
 ): Extract<Question, { kind: "approval" }> {
+  const secrets = secretsOf(entry);
   const described = (tool.title ?? tool.description ?? "").trim().split("\n")[0] ?? "";
-  let shown = hideSecrets(JSON.stringify(args), secretsOf(entry));
+  let shown = hideSecrets(JSON.stringify(args), secrets);
   if (shown.length > APPROVAL_ARGUMENTS_MAX_CHARS)
     shown = `${shown.slice(0, APPROVAL_ARGUMENTS_MAX_CHARS)}… (${shown.length} characters in all)`;
   return {
     kind: "approval",
     server: entry.name,
     tool: tool.name,
-    summary: described.slice(0, APPROVAL_SUMMARY_MAX_CHARS),
+    summary: hideSecrets(described, secrets).slice(0, APPROVAL_SUMMARY_MAX_CHARS),
     arguments: shown,
   };
 }
 
-/** Values of the entry that authenticate it: a cell may have copied one into the arguments. */
+/** The entry's secrets worth hiding, longest first (one that contains another is hidden whole). */
 function secretsOf(entry: ServerEntry): string[] {
-  const transport = entry.transport;
-  const values =
-    transport.type === "stdio"
-      ? Object.values(transport.env)
-      : [...Object.values(transport.headers), transport.oauth?.clientSecret ?? ""];
-  // Short values ("1", "true") would hide ordinary arguments and protect nothing.
-  return values.filter((value) => value.length >= 6).sort((a, b) => b.length - a.length);
+  return entry.secrets
+    .filter((value) => value.length >= SECRET_MIN_CHARS)
+    .sort((a, b) => b.length - a.length);
 }
 
 function hideSecrets(text: string, secrets: string[]): string {

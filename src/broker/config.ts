@@ -3,7 +3,7 @@
 import * as v from "valibot";
 import { type ErrorCodeName, ReplError } from "../errors.ts";
 import { SERVER_NAME_MAX_BYTES } from "../limits.ts";
-import { fillPlaceholders, PlaceholderError } from "../text/placeholders.ts";
+import { fillPlaceholders, PlaceholderError, placeholderNames } from "../text/placeholders.ts";
 import { utf8Bytes } from "../text/utf8.ts";
 
 const NonEmpty = v.pipe(v.string(), v.minLength(1));
@@ -74,6 +74,11 @@ export const ServerEntry = v.object({
   transport: v.variant("type", [StdioTransport, HttpTransport]),
   allowedTools: v.optional(v.array(v.string())),
   approve: v.optional(Approve),
+  /**
+   * The values a cell could copy out of the entry's credentials (see entrySecrets): never shown to the
+   * person in an approval question (approval.ts).
+   */
+  secrets: v.array(v.string()),
   /** The source it came from, for explain/health. */
   scope: v.picklist(["project", "user", "local", "config"]),
 });
@@ -166,43 +171,62 @@ export function resolveEntry(
   isDirectory: (path: string) => boolean,
 ): ServerEntry {
   const fail: Fail = (what, code) => configError(`MCP server "${name}": ${what}`, code);
-  const sub = (value: string) => substitute(value, env);
+  const secrets = new Set<string>();
+  // Whatever a field takes from the environment may be a credential (a token in args or in the url's
+  // query as much as in a header), except in the fields that name files on this machine: hiding a
+  // directory's path there would blank every path under it in the arguments the person has to judge.
+  const sub = (value: string) => {
+    const filled = substitute(value, env);
+    for (const variable of placeholderNames(value)) secrets.add(env[variable] as string);
+    return filled;
+  };
+  const path = (value: string) => substitute(value, env);
   const policy = { name, scope, allowedTools: entry.allowedTools, approve: entry.approve };
   if (entry.type === "stdio") {
     if (!entry.command) throw fail("stdio entries need a non-empty command");
-    const cwd = entry.cwd === undefined ? base : resolvePath(base, sub(entry.cwd));
+    const cwd = entry.cwd === undefined ? base : resolvePath(base, path(entry.cwd));
     if (!isDirectory(cwd)) throw fail("cwd must be an existing directory");
     const envOut: Record<string, string> = {};
     for (const [key, value] of Object.entries(entry.env ?? {})) envOut[key] = sub(value);
+    const args = (entry.args ?? []).map(sub);
+    for (const value of Object.values(envOut)) secrets.add(value);
     return {
       ...policy,
-      transport: {
-        type: "stdio",
-        command: sub(entry.command),
-        args: (entry.args ?? []).map(sub),
-        env: envOut,
-        cwd,
-      },
+      secrets: [...secrets],
+      transport: { type: "stdio", command: path(entry.command), args, env: envOut, cwd },
     };
   }
   if (!entry.url) throw fail("http entries need a url");
   const headers = resolveHeaders(entry.headers ?? {}, sub, fail);
   const oauth = entry.oauth;
   if (oauth) checkOAuth(oauth, headers, fail);
+  const url = resolveUrl(entry.url, sub, fail);
+  const clientId = oauth?.clientId === undefined ? undefined : sub(oauth.clientId);
+  const clientSecret = oauth?.clientSecret === undefined ? undefined : sub(oauth.clientSecret);
+  for (const value of Object.values(headers)) {
+    secrets.add(value);
+    // "Bearer <token>", "Token <key>": a cell that has the credential copies it without the scheme.
+    const credential = /^\s*[A-Za-z][\w.+-]*\s+(\S.*?)\s*$/.exec(value)?.[1];
+    if (credential) secrets.add(credential);
+  }
+  if (clientSecret !== undefined) secrets.add(clientSecret);
   return {
     ...policy,
+    secrets: [...secrets],
     transport: {
       type: "http",
-      url: resolveUrl(entry.url, sub, fail),
+      url,
       headers,
       ...(oauth
         ? {
             oauth: {
               ...oauth,
-              clientId: oauth.clientId === undefined ? undefined : sub(oauth.clientId),
-              clientSecret: oauth.clientSecret === undefined ? undefined : sub(oauth.clientSecret),
+              clientId,
+              clientSecret,
               credentialFile:
-                oauth.credentialFile === undefined ? undefined : resolvePath(base, sub(oauth.credentialFile)),
+                oauth.credentialFile === undefined
+                  ? undefined
+                  : resolvePath(base, path(oauth.credentialFile)),
             },
           }
         : {}),

@@ -39,6 +39,11 @@ export type Outcome =
 
 export interface Channel {
   readonly name: ChannelName;
+  /**
+   * Keeps the questions for a later request of its client (the next python_run poll, a task's result)
+   * rather than asking now: it never counts as the one carrying a question.
+   */
+  readonly standsIn?: boolean;
   /** Whether this channel can put the question to the person now. */
   reaches(question: Question): boolean;
   /** Asks; the channel answers through `asked.answer`, or calls `lost` if it cannot. */
@@ -90,10 +95,16 @@ export interface AskOptions {
   onWait?: () => void;
 }
 
+/** A question while it waits, and the channels it was put to. */
+interface Waiting {
+  asked: Asked;
+  offeredTo: Set<Channel>;
+}
+
 /** The questions of one run and the channels attached to it. */
 export class Questions {
   private readonly channels = new Set<Channel>();
-  private readonly waiting = new Map<string, { asked: Asked; offeredTo: Set<Channel> }>();
+  private readonly waiting = new Map<string, Waiting>();
   /** Told whenever a question starts or stops waiting (progress, python_run, the viewer). */
   readonly listeners = new Set<() => void>();
 
@@ -104,19 +115,30 @@ export class Questions {
     return () => {
       this.channels.delete(channel);
       for (const entry of this.waiting.values()) {
-        if (entry.offeredTo.delete(channel)) channel.withdraw(entry.asked);
+        if (!entry.offeredTo.delete(channel)) continue;
+        channel.withdraw(entry.asked);
+        // Another request of the same kind may carry it now.
+        for (const other of this.channels) this.offer(entry, other);
       }
     };
+  }
+
+  /**
+   * The questions waiting that `channel` would put to the person if attached now: those it reaches
+   * that no other request of its kind carries already (a python_run poll while another one asks).
+   */
+  carriable(channel: Channel): Asked[] {
+    return [...this.waiting.values()]
+      .filter(
+        (entry) => entry.asked.open && channel.reaches(entry.asked.question) && !this.carried(entry, channel),
+      )
+      .map((entry) => entry.asked);
   }
 
   /** Whether any attached channel could put this question to the person. */
   private reachable(question: Question): boolean {
     for (const channel of this.channels) if (channel.reaches(question)) return true;
     return false;
-  }
-
-  pending(): Asked[] {
-    return [...this.waiting.values()].map((entry) => entry.asked);
   }
 
   async ask(question: Question, { signal, timeoutMs, where, onWait }: AskOptions): Promise<Outcome> {
@@ -157,15 +179,32 @@ export class Questions {
     return more > 0 ? `${what} (and ${more} more)` : what;
   }
 
-  private offer(entry: { asked: Asked; offeredTo: Set<Channel> }, channel: Channel): void {
+  /**
+   * A question goes to the person once per kind of channel: a second request of the same client (or of
+   * another one on the session) does not ask it again while one carries it.
+   */
+  private offer(entry: Waiting, channel: Channel): void {
     if (!entry.asked.open || entry.offeredTo.has(channel) || !channel.reaches(entry.asked.question)) return;
+    if (this.carried(entry, channel)) return;
     entry.offeredTo.add(channel);
     channel.offer(entry.asked, () => this.lost(entry, channel));
   }
 
-  /** A channel could not ask after all (the client failed the request): with no other, nobody can. */
-  private lost(entry: { asked: Asked; offeredTo: Set<Channel> }, channel: Channel): void {
+  /** Whether another channel of `channel`'s kind (not a stand-in) has the question already. */
+  private carried(entry: Waiting, channel: Channel): boolean {
+    if (channel.standsIn) return false;
+    for (const other of entry.offeredTo)
+      if (other !== channel && other.name === channel.name && !other.standsIn) return true;
+    return false;
+  }
+
+  /**
+   * A channel could not ask after all (the client failed the request): another of its kind may, and
+   * with none left, nobody can.
+   */
+  private lost(entry: Waiting, channel: Channel): void {
     entry.offeredTo.delete(channel);
+    for (const other of this.channels) if (other !== channel) this.offer(entry, other);
     if (entry.offeredTo.size === 0) entry.asked.end({ answered: false, why: "no_channel" });
   }
 

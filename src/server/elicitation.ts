@@ -119,6 +119,7 @@ export function elicitationChannel(elicit: Elicit, timeoutMs: number): Channel {
  */
 export const NEXT_POLL: Channel = {
   name: "elicitation",
+  standsIn: true,
   reaches: (question) => !(question.kind === "input" && question.secret),
   offer() {},
   withdraw() {},

@@ -301,7 +301,11 @@ function legacyElicitation(
   if (!formsDeclared(server.getClientCapabilities())) return undefined;
   const related = taskId === undefined ? {} : { _meta: { [RELATED_TASK_META_KEY]: { taskId } } };
   return elicitationChannel(
-    (form, options) => extra.mcpReq.elicitInput({ ...form, ...related }, options),
+    // Related to the request that asks: over HTTP the form and its withdrawal then travel on that
+    // request's own stream, which is open while it waits, not on the optional standalone stream (a
+    // client without one would never see the form, nor learn that it was answered elsewhere).
+    (form, options) =>
+      extra.mcpReq.elicitInput({ ...form, ...related }, { ...options, relatedRequestId: extra.mcpReq.id }),
     approvalTimeoutMs + ELICITATION_MARGIN_MS,
   );
 }

@@ -97,6 +97,9 @@ export class TaskBoard {
     };
     return {
       name: "elicitation",
+      // It marks the task waiting and keeps the forms for a later request: the tasks/result that puts
+      // them to the person (2025-11-25) or tasks/get (2026-07-28).
+      standsIn: true,
       reaches: (question) => !(question.kind === "input" && question.secret),
       offer: (asked) => {
         entry.asking.set(asked.id, asked);

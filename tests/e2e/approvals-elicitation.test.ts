@@ -345,7 +345,7 @@ for (const which of ["legacy", "modern"] as const) {
       expect(received()).toEqual(["create_issue"]);
     }, 60_000);
 
-    test("python_start: a question waits for the next python_run poll, which carries it; cancel ends a wait", async () => {
+    test("python_start: a question waits for the next python_run poll, which carries it; other polls answer at once; cancel ends a wait", async () => {
       const waiting: ((a: Answer) => void)[] = [];
       const answerAll = (answer: Answer) => {
         for (const resolve of waiting.splice(0)) resolve(answer);
@@ -366,6 +366,14 @@ for (const which of ["legacy", "modern"] as const) {
       await Bun.sleep(300);
       expect(asked).toHaveLength(0);
       const polls = await pollUntilAsked(harness, sid, runId, () => asked.length > 0);
+      // While one poll carries the question, another answers at once with what the run waits for, and
+      // the person is not asked twice. The request's own timeout is how a hanging poll would show here.
+      const another = (await harness.client.callTool(
+        { name: "python_run", arguments: { session_id: sid, run_id: runId } },
+        { timeout: 15_000 },
+      )) as ToolResult;
+      expect(another.structuredContent.waiting_for).toBe("approval of typed.create_issue");
+      expect(asked).toHaveLength(1);
       answerAll(accept("allow_once"));
       await Promise.all(polls);
       await waitFor(

@@ -107,6 +107,18 @@ describe("error model", () => {
     );
   });
 
+  test("python_session_open without project: -32602 that says project is required and what else to pass", async () => {
+    // The schema lists only name as required (project is optional with kernel_server): the error and the
+    // description must say it, or a model reading the schema cannot tell why the call failed.
+    const error = await protocolError("python_session_open", { name: "no-project" });
+    expectProtocolError(error, "Invalid arguments at /project: project is required for a local session");
+    expect(error.message).toContain("kernel_server");
+    const { tools } = await h.client.listTools();
+    const open = tools.find((tool) => tool.name === "python_session_open");
+    expect(open?.inputSchema.required).toEqual(["name"]);
+    expect(open?.description).toContain("project is required for a local session");
+  });
+
   test("a non-integral expected_generation is a protocol error", async () => {
     const error = await protocolError("execute_python", { code: "1", expected_generation: 1.5 });
     expect(error.code).toBe(-32602);

@@ -3,36 +3,89 @@
 // the `approve` field names.
 import { expect, test } from "bun:test";
 import { approvalQuestion, needsApproval } from "../../src/broker/approval.ts";
-import type { ServerEntry } from "../../src/broker/config.ts";
+import { parseEntry, resolveEntry, type ServerEntry } from "../../src/broker/config.ts";
 import { APPROVAL_ARGUMENTS_MAX_CHARS } from "../../src/limits.ts";
 
-const http = (approve: ServerEntry["approve"]): ServerEntry => ({
-  name: "crm",
-  scope: "project",
-  approve,
-  transport: {
+/** An entry as the registry resolves it, with these environment variables for its `${NAME}`s. */
+const resolved = (raw: Record<string, unknown>, env: Record<string, string> = {}): ServerEntry =>
+  resolveEntry(
+    "crm",
+    parseEntry("crm", raw),
+    "project",
+    "/",
+    env,
+    (_base, path) => path,
+    () => true,
+  );
+
+const http = (approve: ServerEntry["approve"]): ServerEntry =>
+  resolved({
     type: "http",
     url: "https://crm.example/mcp",
-    headers: { authorization: "Bearer tok-123456789", "x-flag": "1" },
-    oauth: { clientSecret: 'se"cret-value' },
-  },
-});
+    headers: { "x-api-key": "key-123456789", "x-flag": "1" },
+    oauth: { grantType: "client_credentials", clientId: "crm-client", clientSecret: 'se"cret-value' },
+    ...(approve === undefined ? {} : { approve }),
+  });
 
 const tool = (name: string, extra: Record<string, unknown> = {}) =>
   ({ name, inputSchema: { type: "object" }, ...extra }) as Parameters<typeof needsApproval>[1];
 
 test("credentials of the entry never appear in the arguments shown; short values are left alone", () => {
   const question = approvalQuestion(http("all"), tool("send", { description: "Sends a message.\nMore." }), {
-    header: "Bearer tok-123456789",
+    header: "key-123456789",
     quoted: 'se"cret-value',
     flag: "1",
   });
-  expect(question.arguments).not.toContain("tok-123456789");
+  expect(question.arguments).not.toContain("key-123456789");
   expect(question.arguments).not.toContain("cret-value");
   expect(question.arguments).toContain("‹hidden›");
   expect(question.arguments).toContain('"flag":"1"');
   expect(question.summary).toBe("Sends a message.");
   expect([question.server, question.tool]).toEqual(["crm", "send"]);
+});
+
+test("a bearer token is hidden without its scheme, and every value taken from the environment but paths", () => {
+  const env = {
+    TOKEN: "tok-0123456789",
+    QUERY_KEY: "query-key-42",
+    HOME_DIR: "/home/someone",
+  };
+  const web = resolved(
+    {
+      type: "http",
+      url: "https://crm.example/mcp?key=${QUERY_KEY}",
+      headers: { Authorization: "Bearer ${TOKEN}" },
+      approve: "all",
+    },
+    env,
+  );
+  const copied = { token: "tok-0123456789", query: "query-key-42", file: "/home/someone/notes.txt" };
+  const shown = approvalQuestion(web, tool("send"), copied).arguments;
+  expect(shown).toBe('{"token":"‹hidden›","query":"‹hidden›","file":"/home/someone/notes.txt"}');
+  // A literal bearer header, without a placeholder, is hidden the same way.
+  const literal = resolved({
+    type: "http",
+    url: "https://crm.example/mcp",
+    headers: { Authorization: "Bearer literal-tok-77" },
+  });
+  expect(approvalQuestion(literal, tool("send"), { t: "literal-tok-77" }).arguments).toBe('{"t":"‹hidden›"}');
+  // A stdio peer: env values whole, `${NAME}`s in args; the command and cwd name files, not credentials.
+  const local = resolved(
+    {
+      command: "${HOME_DIR}/bin/peer",
+      args: ["--key", "${QUERY_KEY}"],
+      env: { API_TOKEN: "${TOKEN}", MODE: "verbose-mode" },
+      cwd: "${HOME_DIR}",
+    },
+    env,
+  );
+  expect(local.secrets.sort()).toEqual(["query-key-42", "tok-0123456789", "verbose-mode"]);
+  expect(approvalQuestion(local, tool("send"), copied).arguments).toBe(
+    '{"token":"‹hidden›","query":"‹hidden›","file":"/home/someone/notes.txt"}',
+  );
+  // The tool's own summary is shown with the same values hidden.
+  const summarised = approvalQuestion(local, tool("send", { title: "Sends with tok-0123456789" }), {});
+  expect(summarised.summary).toBe("Sends with ‹hidden›");
 });
 
 test("long arguments are cut and say how long they were", () => {

@@ -42,6 +42,7 @@ const entry = (credentialFile: string): ServerEntry => ({
   name: "web",
   scope: "config",
   allowedTools: undefined,
+  secrets: [],
   transport: { type: "http", url: URL_A, headers: {}, oauth: { credentialFile } },
 });
 

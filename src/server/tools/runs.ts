@@ -105,12 +105,15 @@ export const pythonRun = defineTool({
 
 /**
  * A poll of a run with questions waiting, from a client that takes forms: they are put to the person
- * during this call, which answers once they are settled (or the client gives up on it).
+ * during this call, which answers once they are settled (or the client gives up on it). Questions that
+ * another request is asking already are not asked twice: this poll then answers at once, with the run's
+ * `waiting_for`.
  */
 async function askDuringPoll(run: ActiveRun, call: ToolCall): Promise<void> {
   const { elicitation } = call;
-  const waiting = run.questions.pending().filter((asked) => elicitation?.reaches(asked.question));
-  if (!elicitation || waiting.length === 0) return;
+  if (!elicitation) return;
+  const waiting = run.questions.carriable(elicitation);
+  if (waiting.length === 0) return;
   const detach = run.questions.attach(elicitation);
   try {
     await run.questions.settled(waiting, call.signal);

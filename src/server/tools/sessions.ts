@@ -29,11 +29,15 @@ export const SessionList = v.object({
   kernel_servers: v.optional(v.array(KernelServerView)),
 });
 
+const PROJECT_REQUIRED =
+  "Invalid arguments at /project: project is required for a local session (the project directory to " +
+  "open it on); pass kernel_server instead to open the session on a Jupyter kernel";
+
 export const pythonSessionOpen = defineTool({
   name: "python_session_open",
   description:
     "Open an independent session (own variables, worker, cwd, history and generation) on a project " +
-    "directory. Interpreter: the python argument if given (absolute, relative to the project, or a name on " +
+    "directory: project is required for a local session (it is optional only with kernel_server). Interpreter: the python argument if given (absolute, relative to the project, or a name on " +
     "PATH), else <project>/.venv/bin/python when .venv exists, else the server default. The interpreter is " +
     "checked (CPython 3.10+) but the worker starts with the first run. Names are labels: opening the same " +
     "name twice gives two sessions. Pass the returned session_id to the other tools. kernel_server (one " +
@@ -89,7 +93,8 @@ export const pythonSessionOpen = defineTool({
           "kernel and kernel_id need kernel_server (a configured kernel server's name)",
         );
       }
-      if (args.project === undefined) throw new ProtocolError("Invalid arguments at /project");
+      // The schema cannot say "required unless kernel_server" to every client, so the error does.
+      if (args.project === undefined) throw new ProtocolError(PROJECT_REQUIRED);
     } else {
       if (args.python !== undefined) {
         throw new ProtocolError(
