@@ -22,7 +22,18 @@ export type Question =
       prompt: string;
       /** getpass(): only a channel that neither shows nor keeps the answer may take it. */
       secret: boolean;
+    }
+  | {
+      /** A contained cell's connection to a host the sandbox policy neither allows nor denies. */
+      kind: "network";
+      host: string;
+      port: number;
     };
+
+/** Questions the person answers with a decision (allow once, for the session, deny). */
+export function decides(question: Question): boolean {
+  return question.kind !== "input";
+}
 
 export type ChannelName = "elicitation" | "viewer";
 
@@ -174,7 +185,11 @@ export class Questions {
     const first = this.waiting.values().next().value?.asked.question;
     if (!first) return undefined;
     const what =
-      first.kind === "approval" ? `approval of ${first.server}.${first.tool}` : "an answer to input()";
+      first.kind === "approval"
+        ? `approval of ${first.server}.${first.tool}`
+        : first.kind === "network"
+          ? `a network approval of ${first.host}:${first.port}`
+          : "an answer to input()";
     const more = this.waiting.size - 1;
     return more > 0 ? `${what} (and ${more} more)` : what;
   }

@@ -4,7 +4,7 @@
 // approval and leaves input() unanswered. getpass() is never put here: a client may show and keep the text.
 import * as v from "valibot";
 import { INPUT_ANSWER_MAX_CHARS } from "../limits.ts";
-import { type Asked, type Channel, DECISIONS, type Question, type Reply } from "../person/questions.ts";
+import { type Asked, type Channel, DECISIONS, decides, type Question, type Reply } from "../person/questions.ts";
 
 /** The elicitation form of the 2025-11-25 revision, as far as we send it. */
 export interface ElicitForm {
@@ -44,6 +44,14 @@ export function formsDeclared(capabilities: { elicitation?: Record<string, unkno
   return Object.keys(elicitation).length === 0 || "form" in elicitation;
 }
 
+const DECISION_FORM: ElicitForm["requestedSchema"] = {
+  type: "object",
+  properties: {
+    decision: { type: "string", title: "Decision", enum: [...DECISIONS] },
+  },
+  required: ["decision"],
+};
+
 export function formFor(question: Question): ElicitForm {
   if (question.kind === "approval") {
     const about = question.summary ? ` (${question.summary})` : "";
@@ -53,13 +61,17 @@ export function formFor(question: Question): ElicitForm {
         `A Python cell wants to call ${question.server}.${question.tool}${about} with these arguments:\n` +
         `${question.arguments}\nallow_once sends this call; allow_session also allows later calls of this ` +
         "tool in this session; deny sends nothing.",
-      requestedSchema: {
-        type: "object",
-        properties: {
-          decision: { type: "string", title: "Decision", enum: [...DECISIONS] },
-        },
-        required: ["decision"],
-      },
+      requestedSchema: DECISION_FORM,
+    };
+  }
+  if (question.kind === "network") {
+    return {
+      mode: "form",
+      message:
+        `A contained Python cell wants to connect to ${question.host}:${question.port}, which the sandbox ` +
+        "policy neither allows nor denies. allow_once lets this connection through; allow_session allows " +
+        "this host for the rest of the session; deny refuses it.",
+      requestedSchema: DECISION_FORM,
     };
   }
   return {
@@ -75,7 +87,7 @@ export function formFor(question: Question): ElicitForm {
 
 /** What an elicitation's result says; anything but a well-formed accept is a refusal. */
 export function replyFrom(question: Question, result: { action: string; content?: unknown }): Reply {
-  if (question.kind === "approval") {
+  if (decides(question)) {
     const parsed = v.safeParse(Answer.approval, result.content);
     return result.action === "accept" && parsed.success
       ? { decision: parsed.output.decision }

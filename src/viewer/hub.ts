@@ -11,7 +11,7 @@ import {
   VIEWER_SOURCE_MAX_BYTES,
 } from "../limits.ts";
 import { log } from "../log.ts";
-import type { Asked, Channel, Reply } from "../person/questions.ts";
+import { type Asked, type Channel, decides, type Reply } from "../person/questions.ts";
 import type { Sessions, SessionsWatcher } from "../sessions/registry.ts";
 import type { Session } from "../sessions/session.ts";
 import type { ExecutionResult } from "../worker/result.ts";
@@ -100,8 +100,7 @@ export class Hub implements SessionsWatcher {
   answer(id: string, reply: Reply): boolean {
     const asked = this.asked.get(id);
     if (!asked) return false;
-    if ("decision" in reply && asked.question.kind !== "approval") return false;
-    if (!("decision" in reply) && asked.question.kind !== "input") return false;
+    if ("decision" in reply !== decides(asked.question)) return false;
     return asked.answer("viewer", reply);
   }
 

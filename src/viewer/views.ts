@@ -194,6 +194,8 @@ export function questionView(asked: Asked, session: Session | undefined) {
           summary: question.summary,
           arguments: question.arguments,
         }
-      : { kind: "input" as const, prompt: question.prompt, secret: question.secret }),
+      : question.kind === "network"
+        ? { kind: "network" as const, host: question.host, port: question.port }
+        : { kind: "input" as const, prompt: question.prompt, secret: question.secret }),
   };
 }

@@ -51,6 +51,7 @@ type QuestionView = {
 } & (
   | { kind: "approval"; server: string; tool: string; summary: string; arguments: string }
   | { kind: "input"; prompt: string; secret: boolean }
+  | { kind: "network"; host: string; port: number }
 );
 
 type ViewerEvent =
@@ -230,10 +231,18 @@ function showQuestion(view: QuestionView): void {
   const card = el("article", `question ${view.kind}`);
   card.id = `question-${view.id}`;
   const where = `session ${view.session_name ?? view.session_id.slice(0, 8)}${view.run_id ? ` · run ${view.run_id.slice(0, 8)}` : " · artifact_forward"}`;
-  if (view.kind === "approval") {
-    card.append(el("h2", undefined, `Allow ${view.server}.${view.tool}?`), el("div", "meta", where));
-    if (view.summary) card.append(el("div", "summary", view.summary));
-    labelled(card, "arguments", el("pre", "arguments", view.arguments));
+  if (view.kind === "approval" || view.kind === "network") {
+    if (view.kind === "approval") {
+      card.append(el("h2", undefined, `Allow ${view.server}.${view.tool}?`), el("div", "meta", where));
+      if (view.summary) card.append(el("div", "summary", view.summary));
+      labelled(card, "arguments", el("pre", "arguments", view.arguments));
+    } else {
+      card.append(
+        el("h2", undefined, `Allow a connection to ${view.host}:${view.port}?`),
+        el("div", "meta", where),
+        el("div", "summary", "A contained cell wants to reach a host the sandbox policy neither allows nor denies."),
+      );
+    }
     const id = view.id;
     const actions = el("div", "actions");
     actions.append(
