@@ -135,6 +135,15 @@ export class Questions {
   }
 
   /**
+   * An attached channel reaches the person now where it could not before (a viewer page opened): it is
+   * offered every question waiting that it reaches, as if it had just been attached.
+   */
+  offerWaiting(channel: Channel): void {
+    if (!this.channels.has(channel)) return;
+    for (const entry of this.waiting.values()) this.offer(entry, channel);
+  }
+
+  /**
    * The questions waiting that `channel` would put to the person if attached now: those it reaches
    * that no other request of its kind carries already (a python_run poll while another one asks).
    */

@@ -1,6 +1,7 @@
 // What a session asks the person: approvals of tool calls (the broker's approve callback) and answers
 // to input(). It remembers "allow for the session" while the session lives, and attaches the channels
-// every question of the session may use (the viewer's) to each run that asks.
+// every question of the session may use (the viewer's) to each run that asks; one that reaches the person
+// only later (a viewer page opened) is then offered what still waits.
 import type { ApprovalQuestion } from "../broker/broker.ts";
 import type { Verdict } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
@@ -18,6 +19,8 @@ export class SessionAsking {
   readonly shared = new Set<Channel>();
   private readonly allowed = new Set<string>();
   private readonly attached = new WeakMap<Questions, Set<Channel>>();
+  /** The runs' (or calls') questions with an ask in flight, and how many asks each. */
+  private readonly inFlight = new Map<Questions, number>();
 
   constructor(
     readonly sessionId: string,
@@ -61,7 +64,12 @@ export class SessionAsking {
     throw new ReplError("INPUT_UNANSWERED", message);
   }
 
-  private ask(
+  /** A shared channel reaches the person now (a viewer page opened): it is offered every question waiting. */
+  offerWaiting(channel: Channel): void {
+    for (const questions of this.inFlight.keys()) questions.offerWaiting(channel);
+  }
+
+  private async ask(
     questions: Questions,
     question: Parameters<Questions["ask"]>[0],
     runId: string | null,
@@ -78,11 +86,18 @@ export class SessionAsking {
       channels.add(channel);
       questions.attach(channel);
     }
-    return questions.ask(question, {
-      signal: signal ?? new AbortController().signal,
-      timeoutMs: this.timeoutMs,
-      where: { sessionId: this.sessionId, runId },
-      onWait: onWait && (() => onWait(this.timeoutMs / 1000)),
-    });
+    this.inFlight.set(questions, (this.inFlight.get(questions) ?? 0) + 1);
+    try {
+      return await questions.ask(question, {
+        signal: signal ?? new AbortController().signal,
+        timeoutMs: this.timeoutMs,
+        where: { sessionId: this.sessionId, runId },
+        onWait: onWait && (() => onWait(this.timeoutMs / 1000)),
+      });
+    } finally {
+      const left = (this.inFlight.get(questions) ?? 1) - 1;
+      if (left > 0) this.inFlight.set(questions, left);
+      else this.inFlight.delete(questions);
+    }
   }
 }

@@ -77,7 +77,8 @@ export class Hub implements SessionsWatcher {
 
   /**
    * The pages as a channel to the person: it reaches them while at least one page is open (every page
-   * shows the question; the first answer wins). A page opened later gets the questions in its snapshot.
+   * shows the question; the first answer wins). A page opened later gets the questions the pages have in
+   * its snapshot, and those asked while no page was open are offered when it opens (`attach`).
    */
   private channel(): Channel {
     return {
@@ -130,6 +131,11 @@ export class Hub implements SessionsWatcher {
     }
     this.pages.add(page);
     page.send(encodeEvent(this.snapshot()));
+    // A question asked while no page was open passed the pages by: the channel reaches someone now.
+    for (const session of this.sessions.values()) {
+      const channel = this.channels.get(session.id);
+      if (channel) session.asking.offerWaiting(channel);
+    }
   }
 
   detach(page: PageStream): void {

@@ -1,7 +1,8 @@
 // The person answers on the viewer page, in a real headless Chromium, while an agent without elicitation
 // drives the server: an approval card with the call's details and Allow once / Allow for the session /
 // Deny, input() and getpass() text boxes, a request without the token refused, and python_run saying what
-// a run waits for. With the page closed, nobody can be asked and the call is refused at once.
+// a run waits for. With the page closed, nobody can be asked and the call is refused at once; a page
+// opened while the client's form waits shows the question, and its answer withdraws the form.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -252,6 +253,41 @@ describe.skipIf(noBrowser !== undefined)("questions on the viewer page", () => {
     });
     expect(withdrawn).toEqual([true]);
     expect(received()).toEqual(["create_issue"]);
+  }, 90_000);
+
+  test("a page opened while the client's form waits shows the question; its answer wins", async () => {
+    const forms: { withdrawn: boolean }[] = [];
+    const calls = new PeerCalls();
+    cleanups.push(() => calls.remove());
+    const h = await startViewer(calls, {
+      capabilities: { elicitation: { form: {} } },
+      beforeConnect: (client) =>
+        client.setRequestHandler("elicitation/create", (_request, ctx) => {
+          const form = { withdrawn: false };
+          forms.push(form);
+          return new Promise((_resolve, reject) => {
+            ctx.mcpReq.signal.addEventListener("abort", () => {
+              form.withdrawn = true;
+              reject(new Error("withdrawn"));
+            });
+          });
+        }),
+    });
+    harness = h;
+    const viewer = await viewerOf(h);
+    // No page is open yet: the question waits on the client's form alone.
+    const running = h.run(CALL);
+    await waitFor(() => forms.length === 1, { timeoutMs: 15_000, what: "the client's form" });
+    const page = await openPage(viewer);
+    pages.push(page);
+    await page.locator(".question.approval").getByRole("button", { name: "Allow once" }).click();
+    expect((await running).value).toBe("sent");
+    await waitFor(() => forms[0]?.withdrawn === true, {
+      timeoutMs: 10_000,
+      what: "the client's form to be withdrawn",
+    });
+    expect(forms).toEqual([{ withdrawn: true }]);
+    expect(calls.tools()).toEqual(["create_issue"]);
   }, 90_000);
 
   test("with the page closed nobody can be asked: the call is refused at once", async () => {
