@@ -5490,7 +5490,8 @@ class _Sandbox:
             filename = getattr(error, "filename", None) if isinstance(error, OSError) else None
             if type(filename) is str and error.errno in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS):
                 full = os.path.realpath(filename)
-                if self._under(full, self.read_denied) and not self._under(full, self.read_allowed):
+                written = any(found["target"] == full for found in self.found)
+                if not written and self._under(full, self.read_denied) and not self._under(full, self.read_allowed):
                     self._note("read", full, "a place the sandbox keeps unreadable (credentials, secrets)")
             error = error.__cause__ or error.__context__
         found, self.found = self.found, []

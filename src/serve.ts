@@ -61,6 +61,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     maxMemoryMib: options.maxMemoryMib,
     resultStyle: options.resultStyle,
     approvalTimeoutMs: options.approvalTimeoutSeconds * 1000,
+    contained: sandbox !== undefined,
   };
   collectOrphanKernels(sessions);
   const registryError = sessions.defaultBroker.health().configuration_error;

@@ -50,6 +50,8 @@ export const JournalRecordSchema = v.strictObject({
   finished_ms: v.nullable(Millis),
   status: v.picklist(JOURNAL_STATUSES),
   approval: v.optional(JournalApproval),
+  /** "network": a contained cell's connection to a host the person was asked about (server "network", tool "host:port"). */
+  kind: v.optional(v.literal("network")),
 });
 
 export type JournalRecord = v.InferOutput<typeof JournalRecordSchema>;
@@ -117,6 +119,23 @@ export class Journal {
     status: "denied" | "not_approved",
   ): JournalRecord {
     return this.add(fields, status);
+  }
+
+  /**
+   * Records the person's decision on a contained cell's connection (docs/sandbox.md): the host and port,
+   * never the request. Nothing was sent by the broker, so it is final at once.
+   */
+  connection(
+    fields: Omit<CallFields, "server" | "tool"> & { host: string; port: number; approval: JournalApproval },
+    allowed: boolean,
+  ): JournalRecord {
+    const { host, port, ...rest } = fields;
+    const record = this.add(
+      { ...rest, server: "network", tool: `${host}:${port}` },
+      allowed ? "completed" : fields.approval.decision === "deny" ? "denied" : "not_approved",
+    );
+    record.kind = "network";
+    return record;
   }
 
   private add(fields: CallFields & { approval?: JournalApproval }, status: JournalStatus): JournalRecord {

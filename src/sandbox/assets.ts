@@ -3,13 +3,13 @@
 // So the helpers travel inside the binary and are written out like the worker's source: a private,
 // content-addressed copy each (fs/cached-copy.ts), whose paths the runtime is given.
 import { readFileSync } from "node:fs";
+import JAVA_AGENT from "@anthropic-ai/sandbox-runtime/vendor/java-proxy-agent/srt-proxy-agent.jar" with {
+  type: "file",
+};
 import SECCOMP_ARM64 from "@anthropic-ai/sandbox-runtime/vendor/seccomp/arm64/apply-seccomp" with {
   type: "file",
 };
 import SECCOMP_X64 from "@anthropic-ai/sandbox-runtime/vendor/seccomp/x64/apply-seccomp" with {
-  type: "file",
-};
-import JAVA_AGENT from "@anthropic-ai/sandbox-runtime/vendor/java-proxy-agent/srt-proxy-agent.jar" with {
   type: "file",
 };
 import { PRIVATE_PROGRAM_MODE } from "../fs/atomic.ts";

@@ -3,8 +3,9 @@
 // per destination: while one connection's request to a destination is being decided, no other one to the
 // same destination is sent on, and the question is that connection's. A later request on a connection
 // kept open (plain HTTP) is the question of the one connection already open to that destination.
-import type { AskAnswer } from "./runtime.ts";
+
 import { type Destination, destinationKey } from "./destination.ts";
+import type { AskAnswer } from "./runtime.ts";
 
 export type { Destination } from "./destination.ts";
 
@@ -16,6 +17,8 @@ export interface Asking {
   destination: Destination | undefined;
   readonly allowedOnce: Set<string>;
   readonly closed: boolean;
+  /** Why the last question about it was answered with a refusal (the result's denial names it). */
+  refusal?: string;
   /** Asks on behalf of the connection's session. */
   ask(destination: Destination): Promise<Verdict>;
 }
@@ -87,6 +90,7 @@ export class Decisions {
       return true;
     }
     if (verdict === "allow_session") return true;
+    asking.refusal = verdict.deny;
     return { allow: false, reason: verdict.deny };
   }
 

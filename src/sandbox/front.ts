@@ -70,6 +70,7 @@ class Connection implements Asking {
   destination: Destination | undefined;
   readonly allowedOnce = new Set<string>();
   closed = false;
+  refusal: string | undefined;
   readonly toProxy = new Outbox();
   readonly toWorker = new Outbox();
   /** Every byte the worker sent before the destination was known, and how many went on already. */
@@ -158,7 +159,10 @@ export class ProxyFront {
   }
 
   private fromWorker(connection: Connection, bytes: Uint8Array): void {
-    if (connection.destination) return connection.toProxy.push(bytes);
+    if (connection.destination) {
+      connection.toProxy.push(bytes);
+      return;
+    }
     if (connection.head.length === 0) connection.socks = bytes[0] === 5;
     const head = new Uint8Array(connection.head.length + bytes.length);
     head.set(connection.head);
@@ -210,7 +214,7 @@ export class ProxyFront {
       connection.turn?.release();
       const status = bytes[offset + 1] ?? 0;
       if (status !== 0)
-        this.owner.refused(connection.destination as Destination, "refused by the sandbox's proxy");
+        this.owner.refused(connection.destination as Destination, refusalOf(connection, undefined));
       return;
     }
     if (!connection.destination) return;
@@ -219,9 +223,7 @@ export class ProxyFront {
     if (!line && !connection.answer.includes("\n") && connection.answer.length < 512) return;
     connection.answered = true;
     connection.turn?.release();
-    if (line?.[1] === "403") {
-      this.owner.refused(connection.destination, line[2] || "refused by the sandbox's proxy");
-    }
+    if (line?.[1] === "403") this.owner.refused(connection.destination, refusalOf(connection, line[2]));
   }
 
   /** One side ended: the other ends once what it was sent has gone. */
@@ -251,4 +253,18 @@ export class ProxyFront {
     this.decisions.closed(connection);
     this.connections.delete(connection);
   }
+}
+
+/**
+ * Why the proxy refused: the person's answer when they were asked, else the runtime's reason (the status
+ * phrase of a refused CONNECT, the first line of a refused request's body).
+ */
+function refusalOf(connection: Connection, phrase: string | undefined): string {
+  if (connection.refusal) return connection.refusal;
+  if (phrase && phrase !== "Forbidden") return phrase;
+  const body = connection.answer
+    .split(/\r?\n\r?\n/)[1]
+    ?.split(/\r?\n/)[0]
+    ?.trim();
+  return body || "not allowed by the sandbox policy";
 }

@@ -8,16 +8,16 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import * as v from "valibot";
 import { describe, ReplError } from "../errors.ts";
 import { SANDBOX_POLICY_MAX_BYTES } from "../limits.ts";
-import { checkRuntimeSettings } from "./runtime.ts";
+import { checkRuntimeSettings, type PathEntry } from "./runtime.ts";
 
 /** A path, or one marked to be read as nothing but a name (the runtime's `{ path, literal: true }`). */
-const PathEntry = v.union([
+const PathEntrySchema = v.union([
   v.pipe(v.string(), v.minLength(1)),
   v.strictObject({ path: v.pipe(v.string(), v.minLength(1)), literal: v.literal(true) }),
 ]);
-export type PathEntry = v.InferOutput<typeof PathEntry>;
 
-const Paths = v.optional(v.array(PathEntry));
+
+const Paths = v.optional(v.array(PathEntrySchema));
 const Hosts = v.optional(v.array(v.pipe(v.string(), v.minLength(1))));
 
 const PolicyFile = v.strictObject({

@@ -4,7 +4,8 @@
 // session's own filesystem lists. What the runtime cannot do for several sessions at once is done around
 // it, here and in front.ts (docs/architecture.md, "Contained workers").
 import { SandboxManager, SandboxRuntimeConfigSchema } from "@anthropic-ai/sandbox-runtime";
-import type { PathEntry } from "./policy.ts";
+/** A path, or one marked to be read as nothing but a name (`{ path, literal: true }`), as the runtime takes it. */
+export type PathEntry = string | { path: string; literal: true };
 
 /** How a host nobody allowed or denied is decided: allowed, or refused with a reason the cell sees. */
 export type AskAnswer = true | { allow: false; reason: string };

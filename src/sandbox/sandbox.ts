@@ -43,10 +43,11 @@ export interface SessionPlaces {
   project: string;
   /** The interpreter's environment, when it is the project's own .venv. */
   environment: string | undefined;
-  /** Variables of the server's environment no contained worker inherits (the broker's credentials). */
-  withheld: string[];
-  /** Paths the session's broker keeps secret (OAuth credential files). */
-  secrets: string[];
+  /**
+   * What the session's broker keeps secret now: credential values (a variable holding one is not
+   * inherited by a contained worker) and files (its registry, OAuth credential files: not readable).
+   */
+  secretsNow(): { values: string[]; files: string[] };
   ask(destination: Destination): Promise<Verdict>;
   refused(destination: Destination, reason: string): void;
 }
@@ -126,7 +127,7 @@ export class Sandbox {
   /** Why a contained `true` does not run here (user namespaces refused, ...), or undefined. */
   private async probe(): Promise<string | undefined> {
     const home = sandboxHome();
-    const places = { project: this.dirs.cache, environment: undefined, withheld: [], secrets: [] };
+    const places = { project: this.dirs.cache, environment: undefined };
     const own = mkdtempSync(join(this.dirs.workers, "probe-"));
     try {
       const wrapped = await wrapCommand({
@@ -134,7 +135,7 @@ export class Sandbox {
         cwd: places.project,
         filesystem: workerLists(this.policy, this.places(places, own, home), this.secrets),
         commandId: crypto.randomUUID(),
-        proxySocket: join(own, "p.sock"),
+        proxySocket: undefined,
       });
       const guarded = new GuardedProcess(
         {
@@ -164,7 +165,7 @@ export class Sandbox {
     }
   }
 
-  private places(session: Omit<SessionPlaces, "ask" | "refused">, own: string, home: string) {
+  private places(session: Pick<SessionPlaces, "project" | "environment">, own: string, home: string) {
     return {
       home,
       project: session.project,
@@ -190,14 +191,16 @@ export class Sandbox {
         front?.close();
         rmSync(own, { recursive: true, force: true });
       };
-      const secrets = { ...this.secrets, readDenied: [...this.secrets.readDenied, ...session.secrets] };
+      const now = session.secretsNow();
+      const secrets = { ...this.secrets, readDenied: [...this.secrets.readDenied, ...now.files] };
+      const lists = workerLists(this.policy, places, secrets);
       let wrapped: string;
       try {
         const command = `TMPDIR=${quote(places.tmp)} exec ${[spec.program, ...spec.args].map(quote).join(" ")}`;
         wrapped = await wrapCommand({
           command,
           cwd: session.project,
-          filesystem: workerLists(this.policy, places, secrets),
+          filesystem: lists,
           commandId: own.slice(own.lastIndexOf("/") + 3) + crypto.randomUUID(),
           proxySocket: front ? socket : undefined,
         });
@@ -208,13 +211,16 @@ export class Sandbox {
           `The sandbox could not contain the worker: ${(error as Error).message}`,
         );
       }
-      const env: Record<string, string> = {
-        ...spec.env,
+      const withheld = new Set(now.values.filter((value) => value.length > 0));
+      const env: Record<string, string> = {};
+      for (const [name, value] of Object.entries(spec.env)) if (!withheld.has(value)) env[name] = value;
+      Object.assign(env, {
         TMPDIR: places.tmp,
         XDG_CACHE_HOME: this.dirs.cache,
         MPLCONFIGDIR: join(this.dirs.cache, "matplotlib"),
-      };
-      for (const name of session.withheld) delete env[name];
+        // What worker.py needs to name a refusal in a result (docs/worker-protocol.md).
+        REPL_MCP_SANDBOX: JSON.stringify(lists),
+      });
       return {
         spec: { program: "/bin/sh", args: ["-c", wrapped], env, cwd: spec.cwd, cleanup: [own] },
         release: () => {

@@ -3,12 +3,12 @@
 // in the sandbox runtime.
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { ReplError } from "../errors.ts";
 import { ensurePrivateDirectory } from "../fs/private-dir.ts";
 import { cacheDirectory, runtimeDirectory } from "../fs/user-dirs.ts";
 import type { ServerSecrets } from "./builtin.ts";
 import { BUILTIN_POLICY, entryPath, loadPolicy } from "./policy.ts";
 import { Sandbox, within } from "./sandbox.ts";
-import { ReplError } from "../errors.ts";
 
 export interface ContainOptions {
   /** The policy file; undefined: the built-in policy alone. */

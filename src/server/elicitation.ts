@@ -4,7 +4,14 @@
 // approval and leaves input() unanswered. getpass() is never put here: a client may show and keep the text.
 import * as v from "valibot";
 import { INPUT_ANSWER_MAX_CHARS } from "../limits.ts";
-import { type Asked, type Channel, DECISIONS, decides, type Question, type Reply } from "../person/questions.ts";
+import {
+  type Asked,
+  type Channel,
+  DECISIONS,
+  decides,
+  type Question,
+  type Reply,
+} from "../person/questions.ts";
 
 /** The elicitation form of the 2025-11-25 revision, as far as we send it. */
 export interface ElicitForm {

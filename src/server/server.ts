@@ -29,9 +29,19 @@ import { TaskBoard } from "./tasks.ts";
 import { TOOLS } from "./tools/index.ts";
 import type { BoundCall, ClientSettings, ServerContext } from "./tools/tool.ts";
 
+/** How the server describes where cells run: trusted and unrestricted, or contained (--sandbox). */
+const TRUST = {
+  trusted:
+    "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +
+    "execution, not a sandbox.",
+  contained:
+    "repl-mcp runs Python in a persistent local worker inside an OS sandbox: it writes only its project " +
+    "and its own temporary files, cannot read credentials, and reaches only hosts the policy allows or the " +
+    "person approves (a refusal is listed in the result's sandbox_denials; python_health shows the policy).",
+};
+
 const INSTRUCTIONS =
-  "repl-mcp runs Python in a persistent local worker with full access to this machine: it is trusted " +
-  "execution, not a sandbox. Variables and the asyncio loop persist between execute_python calls. Use " +
+  " Variables and the asyncio loop persist between execute_python calls. Use " +
   "python_health for diagnostics (it never starts Python), python_start with python_run/python_cancel for " +
   "long work, and python_session_open for independent sessions on other projects. Inside cells, the mcp " +
   "helper calls tools of MCP servers the user configured for this broker only: mcp.call returns the full " +
@@ -139,7 +149,10 @@ export const MODERN_REQUESTS: ReadonlySet<string> = new Set([
 export function createServer(ctx: ServerContext, era: Era): Server {
   const server = new ReplServer(
     { name: NAME, version: VERSION },
-    { capabilities: CAPABILITIES[era], instructions: INSTRUCTIONS },
+    {
+      capabilities: CAPABILITIES[era],
+      instructions: TRUST[ctx.contained ? "contained" : "trusted"] + INSTRUCTIONS,
+    },
   );
   const stopResources = serveResources(server, ctx.sessions.artifacts, (id) => ctx.sessions.owns(id), {
     announce: era === "legacy",

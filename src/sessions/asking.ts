@@ -18,6 +18,8 @@ export class SessionAsking {
   /** Channels any question of this session may use, whichever run or call asks (the viewer's). */
   readonly shared = new Set<Channel>();
   private readonly allowed = new Set<string>();
+  /** Hosts a contained cell may reach for the rest of the session. */
+  private readonly hosts = new Set<string>();
   private readonly attached = new WeakMap<Questions, Set<Channel>>();
   /** The runs' (or calls') questions with an ask in flight, and how many asks each. */
   private readonly inFlight = new Map<Questions, number>();
@@ -39,6 +41,24 @@ export class SessionAsking {
       if (decision === "allow_session") this.allowed.add(key);
       return { decision, channel: outcome.channel };
     };
+  }
+
+  /**
+   * A contained cell's connection to a host nobody allowed or denied: asked like an approval; "allow for
+   * the session" allows that host (any port) until the session closes.
+   */
+  async connection(
+    questions: Questions,
+    runId: string | null,
+    target: { host: string; port: number },
+    signal?: AbortSignal,
+  ): Promise<Verdict> {
+    if (this.hosts.has(target.host)) return { decision: "allow_session", channel: "session" };
+    const outcome = await this.ask(questions, { kind: "network", ...target }, runId, signal);
+    if (!outcome.answered) return { decision: outcome.why, channel: null };
+    const decision = "decision" in outcome.reply ? outcome.reply.decision : "deny";
+    if (decision === "allow_session") this.hosts.add(target.host);
+    return { decision, channel: outcome.channel };
   }
 
   /** input()/getpass(): the person's text, or a refusal the worker turns into EOFError. */

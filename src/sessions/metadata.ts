@@ -44,6 +44,25 @@ const Environment = v.object({
   kernel: v.optional(KernelPlace),
 });
 
+/**
+ * Whether the session's workers run inside the OS sandbox (--sandbox; docs/sandbox.md), with a short
+ * summary of its policy, or why not.
+ */
+export const SandboxState = v.union([
+  v.object({
+    contained: v.literal(true),
+    /** The policy file, or "built-in". */
+    policy: v.string(),
+    writable: v.array(v.string()),
+    read_denies: v.number(),
+    allowed_hosts: v.array(v.string()),
+    denied_hosts: v.number(),
+    /** Whether a host neither allowed nor denied is put to the person (else refused). */
+    asks_unknown_hosts: v.boolean(),
+  }),
+  v.object({ contained: v.literal(false), reason: v.string() }),
+]);
+
 /** One session as python_health, python_session_list/open/inspect publish it. */
 export const SessionMetadata = v.object({
   server_id: v.string(),
@@ -76,9 +95,11 @@ export const SessionMetadata = v.object({
     worker_rss_mib: v.number(),
   }),
   memory_limit: v.string(),
+  sandbox: SandboxState,
 });
 export type SessionMetadata = v.InferOutput<typeof SessionMetadata>;
 export const EXECUTION_MODE = "trusted-local; full filesystem access; not a security sandbox";
+export const CONTAINED_MODE = "contained-local; OS sandbox with the policy in sandbox";
 
 function environment(session: Session): v.InferOutput<typeof Environment> {
   const ready = session.supervisor.python ?? session.kernel?.ready;
@@ -133,7 +154,7 @@ export function sessionMetadata(session: Session, maxMemoryMib: number): Session
     generation: supervisor.generation,
     version: VERSION,
     runtime: RUNTIME,
-    execution_mode: EXECUTION_MODE,
+    execution_mode: session.sandbox ? CONTAINED_MODE : EXECUTION_MODE,
     python_executable: session.python,
     python: ready
       ? {
@@ -160,5 +181,11 @@ export function sessionMetadata(session: Session, maxMemoryMib: number): Session
         ? `Worker RSS sampled every ${RSS_SAMPLE_INTERVAL_MS} ms while a cell runs; over ${maxMemoryMib} MiB the ` +
           "worker is killed and variables cleared. Child processes are not counted. 0 disables."
         : "Disabled (--max-memory-mib 0).",
+    sandbox: session.sandbox ?? {
+      contained: false,
+      reason: session.kernel
+        ? "runs on a Jupyter kernel, on its server's host: not contained"
+        : "the server was started without --sandbox: trusted local execution",
+    },
   };
 }

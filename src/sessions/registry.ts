@@ -17,7 +17,7 @@ import type { Sandbox } from "../sandbox/sandbox.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { probeInterpreter } from "./probe.ts";
-import { Session } from "./session.ts";
+import { type ConnectionRecord, Session } from "./session.ts";
 
 export const SESSION_NOT_FOUND = "Session not found or closed; open a new session";
 export const SESSION_GONE = "Session not found or already closed";
@@ -223,6 +223,9 @@ export class Sessions {
       maxMemoryMib: this.options.maxMemoryMib,
       approvalTimeoutMs: this.options.approvalTimeoutMs,
       sandbox: this.options.sandbox,
+      recordConnection: ({ allowed, ...fields }: ConnectionRecord) => {
+        this.journal.connection(fields, allowed);
+      },
     };
   }
 

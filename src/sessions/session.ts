@@ -1,11 +1,18 @@
 // A session: a named namespace bound to a project directory and an interpreter, with its own worker,
 // run history and generation.
+import { realpathSync } from "node:fs";
+import { join } from "node:path";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
-import type { JournalView } from "../broker/journal.ts";
+import type { JournalApproval, JournalView } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelSeat } from "../kernels/seat.ts";
+import { SANDBOX_DENIALS_MAX } from "../limits.ts";
+import { Questions } from "../person/questions.ts";
+import type { Destination, Verdict as SandboxVerdict } from "../sandbox/decisions.ts";
+import type { Sandbox, SandboxView } from "../sandbox/sandbox.ts";
+import type { SandboxDenial } from "../worker/frames.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
 import { SessionAsking } from "./asking.ts";
@@ -33,6 +40,10 @@ export interface SessionOptions {
   kernel?: { seat: KernelSeat; localProject: string };
   /** The broker of the session's project (or of the explicit --config). */
   broker: Broker;
+  /** --sandbox: a local session's workers start contained (kernel sessions are not: docs/sandbox.md). */
+  sandbox?: Sandbox;
+  /** Where the person's decisions on contained cells' connections are recorded. */
+  recordConnection?: (fields: ConnectionRecord) => void;
   /** What this session's cells may list of the journal: the records of its own client. */
   journal: JournalView;
   artifacts: ArtifactStore;
@@ -53,6 +64,12 @@ export class Session {
   /** The kernel a kernel session runs on; undefined for a local worker. */
   readonly kernel: KernelSeat | undefined;
   private readonly lifetime = new AbortController();
+  /** The sandbox's policy as tools show it; undefined when the session is not contained. */
+  readonly sandbox: SandboxView | undefined;
+  /** What the network refused each contained run, until its result takes it. */
+  private readonly refusals = new Map<string, SandboxDenial[]>();
+  /** Questions of connections made while no cell runs (a thread left running): the viewer may answer. */
+  private readonly idleQuestions = new Questions();
 
   constructor(options: SessionOptions) {
     this.serverId = options.serverId;
@@ -67,6 +84,8 @@ export class Session {
     this.kernel = seat;
     this.asking = new SessionAsking(this.id, options.approvalTimeoutMs);
     const toolPaths = options.kernel?.localProject ?? this.project;
+    const contained = this.containment(options);
+    this.sandbox = contained?.view;
     this.artifacts = new SessionArtifacts(store, options.broker, this.id, toolPaths, this.lifetime.signal);
     this.supervisor = new Supervisor({
       serverId: options.serverId,
@@ -92,6 +111,11 @@ export class Session {
           // Already gone: evicted by the store's own bounds, or deleted by the agent.
         }
       },
+      takeDenials: (runId) => {
+        const refused = this.refusals.get(runId) ?? [];
+        this.refusals.delete(runId);
+        return refused;
+      },
       ...(seat
         ? {
             startWorker: (_launch, purpose) => (purpose === "fresh" ? seat.freshLife() : seat.startLife()),
@@ -103,8 +127,58 @@ export class Session {
         problem: options.problem,
         cwd: options.project,
         env: childEnv(),
+        ...(contained ? { contain: contained.contain } : {}),
       },
     });
+  }
+
+  /** How this session's workers start contained, when the server contains (not on a kernel). */
+  private containment(options: SessionOptions) {
+    const sandbox = options.sandbox;
+    if (!sandbox || options.kernel) return undefined;
+    const environment = projectEnvironment(options.project, options.source);
+    const broker = options.broker;
+    const places = {
+      project: options.project,
+      environment,
+      secretsNow: () => brokerSecrets(broker, options.project),
+      ask: (destination: Destination) => this.askConnection(destination, options),
+      refused: (destination: Destination, reason: string) => this.refused(destination, reason),
+    };
+    return { contain: sandbox.forSession(places), view: sandbox.view(places) };
+  }
+
+  private async askConnection(destination: Destination, options: SessionOptions): Promise<SandboxVerdict> {
+    const run = this.supervisor.active;
+    const target = { host: destination.host, port: destination.port };
+    const verdict = await this.asking.connection(
+      run?.questions ?? this.idleQuestions,
+      run?.id ?? null,
+      target,
+      run?.signal,
+    );
+    const allowed = verdict.decision === "allow_once" || verdict.decision === "allow_session";
+    options.recordConnection?.({
+      session_id: this.id,
+      project: this.project,
+      run_id: run?.id ?? null,
+      ...target,
+      approval: { ...verdict, decided_ms: Date.now() },
+      allowed,
+    });
+    if (verdict.decision === "allow_once" || verdict.decision === "allow_session") return verdict.decision;
+    return { deny: CONNECTION_REFUSALS[verdict.decision](target) };
+  }
+
+  private refused(destination: Destination, reason: string): void {
+    const runId = this.supervisor.active?.id;
+    if (!runId) return;
+    const refused = this.refusals.get(runId) ?? [];
+    if (refused.length >= SANDBOX_DENIALS_MAX) return;
+    const target = `${destination.host}:${destination.port}`;
+    if (!refused.some((denial) => denial.target === target))
+      refused.push({ kind: "network", target, reason });
+    this.refusals.set(runId, refused);
   }
 
   get closed(): boolean {
@@ -121,4 +195,54 @@ export class Session {
     if (this.supervisor.running) return "running";
     return this.supervisor.generation === 0 ? "lazy" : "stopped";
   }
+}
+
+/** A contained cell's connection the person was asked about, as the journal keeps it. */
+export interface ConnectionRecord {
+  session_id: string;
+  project: string;
+  run_id: string | null;
+  host: string;
+  port: number;
+  approval: JournalApproval;
+  allowed: boolean;
+}
+
+/** Why a connection nobody allowed was refused, as the cell sees it (the proxy's 403 reason). */
+const CONNECTION_REFUSALS: Record<
+  "deny" | "no_channel" | "timed_out" | "cancelled",
+  (target: { host: string; port: number }) => string
+> = {
+  deny: ({ host, port }) => `the person denied ${host}:${port}`,
+  no_channel: ({ host, port }) =>
+    `${host}:${port} is not in the sandbox policy and nobody could be asked (no MCP elicitation, no viewer page); allow it in the policy file`,
+  timed_out: ({ host, port }) => `nobody answered whether ${host}:${port} may be reached in time`,
+  cancelled: ({ host, port }) => `the question about ${host}:${port} ended with its run`,
+};
+
+/** The interpreter's environment when it is the project's own .venv and lies outside it (a link). */
+function projectEnvironment(project: string, source: EnvironmentSource): string | undefined {
+  if (source !== "project_venv") return undefined;
+  try {
+    const real = realpathSync(join(project, ".venv"));
+    return real === join(project, ".venv") ? undefined : real;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the session's broker keeps secret now: credential values (no worker inherits them) and files. */
+function brokerSecrets(broker: Broker, project: string): { values: string[]; files: string[] } {
+  const values: string[] = [];
+  const files = [join(project, ".mcp.json")];
+  try {
+    for (const entry of broker.serverEntries()) {
+      values.push(...entry.secrets);
+      const transport = entry.transport as { oauth?: { credentialFile?: string } };
+      if (transport.oauth?.credentialFile) files.push(transport.oauth.credentialFile);
+    }
+  } catch {
+    // A registry that does not load has no entries to keep secret.
+  }
+  return { values, files };
 }

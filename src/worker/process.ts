@@ -19,8 +19,8 @@ import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wi
 import { WriteQueue } from "../wire/write-queue.ts";
 import type { CloseReason, WorkerChannel } from "./channel.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
-import { NativeStderr } from "./native-stderr.ts";
 import { hostPidOf } from "./namespace-pid.ts";
+import { NativeStderr } from "./native-stderr.ts";
 import { residentBytes } from "./rss.ts";
 import { BOOTSTRAP, workerSourcePath } from "./source.ts";
 

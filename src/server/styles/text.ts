@@ -148,6 +148,11 @@ function liveRunText(value: Structured): string {
 
 type Health = { server: SessionMetadata; broker: BrokerHealth; sessions: { sessions: SessionMetadata[] } };
 
+function hostsText(sandbox: { allowed_hosts: string[]; asks_unknown_hosts: boolean }): string {
+  const allowed = sandbox.allowed_hosts.length ? sandbox.allowed_hosts.join(", ") : "no host allowed";
+  return `${allowed}; ${sandbox.asks_unknown_hosts ? "other hosts are put to the person" : "other hosts refused"}`;
+}
+
 /** The few facts a model acts on: where it is, the session to name (when the era needs it), Python, the broker. */
 function healthText(value: Structured, era: Era): string {
   const { server, broker, sessions } = value as unknown as Health;
@@ -158,7 +163,10 @@ function healthText(value: Structured, era: Era): string {
       ? `Default session_id ${server.session_id} (pass it to execute_python and python_start)`
       : "Default session";
   const lines = [
-    `repl-mcp ${server.version}: trusted local Python with full access to this machine (not a sandbox).`,
+    server.sandbox.contained
+      ? `repl-mcp ${server.version}: Python contained in an OS sandbox (policy ${server.sandbox.policy}; ` +
+        `writes only ${server.sandbox.writable.join(", ")}; network: ${hostsText(server.sandbox)}).`
+      : `repl-mcp ${server.version}: trusted local Python with full access to this machine (not a sandbox).`,
     `${session}: project ${server.project}, generation ${server.generation}, ` +
       (server.active_run ? `running run ${server.active_run}.` : "idle."),
     `Python ${server.python_executable}${version ? ` ${version}` : ""} (${running}).`,

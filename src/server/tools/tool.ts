@@ -20,6 +20,8 @@ export interface ClientSettings {
   resultStyle: ResultStyleSetting;
   /** --approval-timeout-s, in ms: how long a question to the person may wait. */
   approvalTimeoutMs: number;
+  /** --sandbox: local workers run contained (the instructions say so). */
+  contained?: boolean;
 }
 
 /** One MCP client's world, shared by every server instance that serves it (one per HTTP request in 2026). */

@@ -240,7 +240,11 @@ function showQuestion(view: QuestionView): void {
       card.append(
         el("h2", undefined, `Allow a connection to ${view.host}:${view.port}?`),
         el("div", "meta", where),
-        el("div", "summary", "A contained cell wants to reach a host the sandbox policy neither allows nor denies."),
+        el(
+          "div",
+          "summary",
+          "A contained cell wants to reach a host the sandbox policy neither allows nor denies.",
+        ),
       );
     }
     const id = view.id;
