@@ -16,7 +16,6 @@ const PathEntrySchema = v.union([
   v.strictObject({ path: v.pipe(v.string(), v.minLength(1)), literal: v.literal(true) }),
 ]);
 
-
 const Paths = v.optional(v.array(PathEntrySchema));
 const Hosts = v.optional(v.array(v.pipe(v.string(), v.minLength(1))));
 
