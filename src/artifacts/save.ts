@@ -6,8 +6,15 @@ import { link, open, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { ReplError } from "../errors.ts";
 import { ArtifactMessages } from "./reference.ts";
+import { openedPath } from "../fs/opened-path.ts";
 
-export async function saveBeside(destination: string, bytes: Uint8Array, overwrite: boolean): Promise<void> {
+/** `opened` may refuse the directory the temp file really landed in (see ArtifactStore.importFile). */
+export async function saveBeside(
+  destination: string,
+  bytes: Uint8Array,
+  overwrite: boolean,
+  opened?: (realPath: string) => void,
+): Promise<void> {
   const directory = dirname(destination);
   if (!basename(destination)) throw new ReplError("ARTIFACT_PATH", ArtifactMessages.destinationRelative);
   const temp = join(directory, `.repl-artifact-save-${crypto.randomUUID()}`);
@@ -23,6 +30,8 @@ export async function saveBeside(destination: string, bytes: Uint8Array, overwri
   }
   try {
     try {
+      const real = opened ? openedPath(handle.fd) : undefined;
+      if (real !== undefined) opened?.(join(dirname(real), basename(destination)));
       await handle.write(bytes, 0, bytes.length, 0);
       await handle.sync();
     } finally {

@@ -4,6 +4,7 @@
 // failed import never costs an existing artifact. Whole-content jobs are bounded and never queue: an
 // agent is told to retry instead of waiting behind someone else's 16 MiB copy.
 import { constants } from "node:fs";
+import { openedPath } from "../fs/opened-path.ts";
 import { open } from "node:fs/promises";
 import { isAbsolute } from "node:path";
 import {
@@ -80,7 +81,16 @@ export class ArtifactStore {
   }
 
   /** Copies a regular file. FIFOs, sockets and devices are refused without ever blocking on them. */
-  async importFile(owner: string, path: string, format: ArtifactFormat): Promise<ArtifactReference> {
+  /**
+   * `opened`, when given, is told the real path of the file actually opened (where the system says it),
+   * and may refuse it: a name checked before opening can have become a link to somewhere else since.
+   */
+  async importFile(
+    owner: string,
+    path: string,
+    format: ArtifactFormat,
+    opened?: (realPath: string) => void,
+  ): Promise<ArtifactReference> {
     if (!isAbsolute(path)) throw fail(M.needsPath, "ARTIFACT_PATH");
     return this.job(async () => {
       let handle: Awaited<ReturnType<typeof open>>;
@@ -92,6 +102,8 @@ export class ArtifactStore {
         throw fail(M.cannotOpen, "ARTIFACT_OPEN");
       }
       try {
+        const real = openedPath(handle.fd);
+        if (opened && real !== undefined) opened(real);
         const stat = await handle.stat();
         if (!stat.isFile()) throw fail(M.notRegular, "ARTIFACT_NOT_REGULAR");
         if (stat.size > ARTIFACT_MAX_BYTES) throw fail(M.tooLarge, "ARTIFACT_TOO_LARGE");
@@ -140,13 +152,19 @@ export class ArtifactStore {
   }
 
   /** Writes the verified content to `destination` (see save.ts for the on-disk steps). */
-  async save(owner: string, id: string, destination: string, overwrite: boolean): Promise<ArtifactReference> {
+  async save(
+    owner: string,
+    id: string,
+    destination: string,
+    overwrite: boolean,
+    opened?: (realPath: string) => void,
+  ): Promise<ArtifactReference> {
     if (!isAbsolute(destination)) throw fail(M.destinationRelative, "ARTIFACT_PATH");
     const entry = this.entry(owner, id);
     return this.job(() =>
       this.pinned(entry, async () => {
         const { bytes } = await this.verified(entry);
-        await saveBeside(destination, bytes, overwrite);
+        await saveBeside(destination, bytes, overwrite, opened);
         return entry.reference;
       }),
     );

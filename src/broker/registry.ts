@@ -74,6 +74,9 @@ function readRegistryFile(path: string): string | undefined {
     if (!stat.isFile())
       throw configError("MCP registry must be a regular file; FIFOs and devices are unsupported");
     if (stat.size > REGISTRY_FILE_MAX_BYTES) throw configError(TOO_LARGE);
+    // The sandbox runtime keeps an absent .mcp.json absent for a contained worker by mounting an empty,
+    // read-only file at its name while the worker runs (docs/sandbox.md): that is no registry at all.
+    if (stat.size === 0 && (stat.mode & 0o222) === 0) return undefined;
     const buffer = Buffer.alloc(stat.size + 1);
     const read = readSync(fd, buffer, 0, buffer.length, 0);
     if (read > REGISTRY_FILE_MAX_BYTES) throw configError(TOO_LARGE);

@@ -9,7 +9,8 @@ import { brokerFor, connectSection, personalise, registrySection } from "./broke
 import { credentialsSection } from "./credentials.ts";
 import { interpreterSection } from "./interpreter.ts";
 import { journalSection } from "./journal.ts";
-import { kernelsSection } from "./kernels.ts";
+import { kernelFiles, kernelsSection } from "./kernels.ts";
+import { sandboxSection } from "./sandbox.ts";
 import type { Finding, Section } from "./report.ts";
 
 export async function doctor(options: DoctorOptions): Promise<number> {
@@ -25,6 +26,7 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     sections.journal = journalSection(options.journal, project);
     const kernels = await kernelsSection(options.kernels, project);
     if (kernels) sections.kernels = kernels;
+    sections.sandbox = await sandboxSection(options, project, kernelFiles(options.kernels, project));
     if (options.connect !== undefined) sections.connect = await connectSection(broker, options.connect);
   } finally {
     await broker.close();

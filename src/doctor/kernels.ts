@@ -122,3 +122,13 @@ function kernelFinding(label: string, server: KernelServer, specs: v.InferOutput
     );
   return ok(`${label} answered; kernels: ${names.join(", ")}${wanted ? ` (sessions get ${wanted})` : ""}`);
 }
+
+/** The kernel servers file and its token files (what a contained cell may not read); none if it does not load. */
+export function kernelFiles(kernels: string | undefined, project: string): string[] {
+  if (kernels === undefined) return [];
+  try {
+    return loadKernelServers(resolve(project, kernels)).secretFiles;
+  } catch {
+    return [];
+  }
+}

@@ -2,7 +2,7 @@
 // machine can contain (and refuses to serve otherwise), starts the runtime's proxy, and gives each session
 // the way to start its workers inside the sandbox. Each worker gets a directory of its own: its TMPDIR and
 // its proxy socket (front.ts), removed when the worker is gone, by its guardian if the server is gone.
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { ReplError } from "../errors.ts";
@@ -17,8 +17,10 @@ import { applySeccompProgram, javaAgentJar, quote, socatProgram } from "./assets
 import { type ServerSecrets, workerLists } from "./builtin.ts";
 import { Decisions, type Destination, type Verdict } from "./decisions.ts";
 import { ProxyFront } from "./front.ts";
+import { PathRules } from "./paths.ts";
 import { entryPath, type Policy } from "./policy.ts";
 import {
+  type FilesystemLists,
   proxyPort,
   releaseCommand,
   runtimeSupported,
@@ -36,6 +38,13 @@ export interface SandboxView {
   allowed_hosts: string[];
   denied_hosts: number;
   asks_unknown_hosts: boolean;
+}
+
+/** What a contained session gets: its workers' start, and the rules for paths the server opens for it. */
+export interface SessionContainment {
+  contain(spec: SpawnSpec): Promise<Contained>;
+  /** The rules as they stand now (the registry's secret files can change). */
+  rules(): PathRules;
 }
 
 /** What a session gives the sandbox: where it lives, whom to ask, where refusals go. */
@@ -124,44 +133,47 @@ export class Sandbox {
     return sandbox;
   }
 
-  /** Why a contained `true` does not run here (user namespaces refused, ...), or undefined. */
-  private async probe(): Promise<string | undefined> {
-    const home = sandboxHome();
-    const places = { project: this.dirs.cache, environment: undefined };
+  /**
+   * Proves the sandbox holds here: a contained command must run, must not read a file the lists deny,
+   * and must not write outside its writable places. Returns why not, or undefined. Used at start (a
+   * server that cannot contain does not serve) and by `repl-mcp doctor`.
+   */
+  async probe(): Promise<string | undefined> {
     const own = mkdtempSync(join(this.dirs.workers, "probe-"));
+    // The project is elsewhere, as a session's is: its placeholders must be made there.
+    const project = mkdtempSync(join(this.dirs.cache, ".probe-"));
+    const secret = join(own, "secret");
+    const outside = join(own, "outside");
+    for (const dir of [secret, outside, join(own, "tmp")]) mkdirSync(dir, { mode: 0o700 });
+    writeFileSync(join(secret, "key"), "repl-mcp probe\n", { mode: 0o600 });
     try {
+      const lists = workerLists(
+        this.policy,
+        this.places({ project, environment: undefined }, own, sandboxHome()),
+        this.secrets,
+      );
+      lists.denyRead.push(secret);
       const wrapped = await wrapCommand({
-        command: "exit 0",
-        cwd: places.project,
-        filesystem: workerLists(this.policy, this.places(places, own, home), this.secrets),
+        command: [
+          `if cat ${quote(join(secret, "key"))} >/dev/null 2>&1; then exit 3; fi`,
+          `if echo x 2>/dev/null >${quote(join(outside, "written"))}; then exit 4; fi`,
+          "exit 0",
+        ].join("; "),
+        cwd: project,
+        filesystem: lists,
         commandId: crypto.randomUUID(),
         proxySocket: undefined,
       });
-      const guarded = new GuardedProcess(
-        {
-          program: "/bin/sh",
-          args: ["-c", wrapped],
-          env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-          cwd: places.project,
-        },
-        { stderr: "pipe" },
-      );
-      guarded.stdin.end();
-      const stderr = guarded.stderr ? new Response(guarded.stderr).text() : Promise.resolve("");
-      void new Response(guarded.stdout).arrayBuffer();
-      const exit = await withTimeout(guarded.exited, SANDBOX_PROBE_TIMEOUT_MS, () => "late" as const);
-      if (exit === "late") {
-        await guarded.stop(0);
-        return "a command in the sandbox did not finish in time";
-      }
-      if (exit?.code !== 0) {
-        const why = (await stderr).trim().split("\n").pop() || `exit status ${exit?.code ?? exit?.signal}`;
-        return `a command in the sandbox failed: ${why}`;
-      }
+      const exit = await runGuarded(wrapped, project);
+      if (exit.code === 3) return "a contained command could read a file the policy denies";
+      if (exit.code === 4 || existsSync(join(outside, "written")))
+        return "a contained command could write outside its writable places";
+      if (exit.code !== 0) return `a command in the sandbox failed: ${exit.why}`;
       return undefined;
     } finally {
       releaseCommand();
       rmSync(own, { recursive: true, force: true });
+      rmSync(project, { recursive: true, force: true });
     }
   }
 
@@ -177,57 +189,77 @@ export class Sandbox {
     };
   }
 
-  /** The way a session's workers start contained. */
-  forSession(session: SessionPlaces): (spec: SpawnSpec) => Promise<Contained> {
-    return async (spec) => {
-      const home = sandboxHome();
-      const own = mkdtempSync(join(this.dirs.workers, "w-"));
-      const places = this.places(session, own, home);
-      mkdirSync(places.tmp, { mode: 0o700 });
-      const socket = join(own, "p.sock");
-      const port = proxyPort();
-      const front = port === undefined ? undefined : new ProxyFront(socket, port, session, this.decisions);
-      const release = () => {
-        front?.close();
-        rmSync(own, { recursive: true, force: true });
-      };
+  /** How a session's workers start contained, and the sandbox's rules for the paths the server opens for it. */
+  forSession(session: SessionPlaces): SessionContainment {
+    const live = new Set<string>();
+    const lists = (own: string) => {
       const now = session.secretsNow();
       const secrets = { ...this.secrets, readDenied: [...this.secrets.readDenied, ...now.files] };
-      const lists = workerLists(this.policy, places, secrets);
-      let wrapped: string;
-      try {
-        const command = `TMPDIR=${quote(places.tmp)} exec ${[spec.program, ...spec.args].map(quote).join(" ")}`;
-        wrapped = await wrapCommand({
-          command,
-          cwd: session.project,
-          filesystem: lists,
-          commandId: own.slice(own.lastIndexOf("/") + 3) + crypto.randomUUID(),
-          proxySocket: front ? socket : undefined,
-        });
-      } catch (error) {
-        release();
-        throw new ReplError(
-          "WORKER_START_FAILED",
-          `The sandbox could not contain the worker: ${(error as Error).message}`,
-        );
-      }
-      const withheld = new Set(now.values.filter((value) => value.length > 0));
-      const env: Record<string, string> = {};
-      for (const [name, value] of Object.entries(spec.env)) if (!withheld.has(value)) env[name] = value;
-      Object.assign(env, {
-        TMPDIR: places.tmp,
-        XDG_CACHE_HOME: this.dirs.cache,
-        MPLCONFIGDIR: join(this.dirs.cache, "matplotlib"),
-        // What worker.py needs to name a refusal in a result (docs/worker-protocol.md).
-        REPL_MCP_SANDBOX: JSON.stringify(lists),
+      return { lists: workerLists(this.policy, this.places(session, own, sandboxHome()), secrets), now };
+    };
+    return {
+      contain: (spec) => this.contain(spec, session, live, lists),
+      rules: () => {
+        const [first = join(this.dirs.workers, "none"), ...others] = live;
+        const { lists: rules } = lists(first);
+        for (const own of others) rules.allowRead.push(own), rules.allowWrite.push(join(own, "tmp"));
+        return new PathRules(rules);
+      },
+    };
+  }
+
+  private async contain(
+    spec: SpawnSpec,
+    session: SessionPlaces,
+    live: Set<string>,
+    listsFor: (own: string) => { lists: FilesystemLists; now: { values: string[] } },
+  ): Promise<Contained> {
+    const own = mkdtempSync(join(this.dirs.workers, "w-"));
+    const tmp = join(own, "tmp");
+    mkdirSync(tmp, { mode: 0o700 });
+    const socket = join(own, "p.sock");
+    const port = proxyPort();
+    const front = port === undefined ? undefined : new ProxyFront(socket, port, session, this.decisions);
+    live.add(own);
+    const release = () => {
+      live.delete(own);
+      front?.close();
+      rmSync(own, { recursive: true, force: true });
+    };
+    const { lists, now } = listsFor(own);
+    let wrapped: string;
+    try {
+      const command = `TMPDIR=${quote(tmp)} exec ${[spec.program, ...spec.args].map(quote).join(" ")}`;
+      wrapped = await wrapCommand({
+        command,
+        cwd: session.project,
+        filesystem: lists,
+        commandId: `${own.slice(own.lastIndexOf("/") + 3)}${crypto.randomUUID()}`,
+        proxySocket: front ? socket : undefined,
       });
-      return {
-        spec: { program: "/bin/sh", args: ["-c", wrapped], env, cwd: spec.cwd, cleanup: [own] },
-        release: () => {
-          releaseCommand();
-          release();
-        },
-      };
+    } catch (error) {
+      release();
+      throw new ReplError(
+        "WORKER_START_FAILED",
+        `The sandbox could not contain the worker: ${(error as Error).message}`,
+      );
+    }
+    const withheld = new Set(now.values.filter((value) => value.length > 0));
+    const env: Record<string, string> = {};
+    for (const [name, value] of Object.entries(spec.env)) if (!withheld.has(value)) env[name] = value;
+    Object.assign(env, {
+      TMPDIR: tmp,
+      XDG_CACHE_HOME: this.dirs.cache,
+      MPLCONFIGDIR: join(this.dirs.cache, "matplotlib"),
+      // What worker.py needs to name a refusal in a result (docs/worker-protocol.md).
+      REPL_MCP_SANDBOX: JSON.stringify(lists),
+    });
+    return {
+      spec: { program: "/bin/sh", args: ["-c", wrapped], env, cwd: spec.cwd, cleanup: [own] },
+      release: () => {
+        releaseCommand();
+        release();
+      },
     };
   }
 
@@ -251,6 +283,24 @@ export class Sandbox {
     await stopRuntime().catch((error) => log.debug("sandbox runtime stop:", error));
     rmSync(this.dirs.run, { recursive: true, force: true });
   }
+}
+
+/** Runs a wrapped command through a guardian (no process of ours is left unowned); its exit and why. */
+async function runGuarded(wrapped: string, cwd: string): Promise<{ code: number | null; why: string }> {
+  const guarded = new GuardedProcess(
+    { program: "/bin/sh", args: ["-c", wrapped], env: { PATH: process.env.PATH ?? "/usr/bin:/bin" }, cwd },
+    { stderr: "pipe" },
+  );
+  guarded.stdin.end();
+  const stderr = guarded.stderr ? new Response(guarded.stderr).text() : Promise.resolve("");
+  void new Response(guarded.stdout).arrayBuffer();
+  const exit = await withTimeout(guarded.exited, SANDBOX_PROBE_TIMEOUT_MS, () => "late" as const);
+  if (exit === "late") {
+    await guarded.stop(0);
+    return { code: null, why: "it did not finish in time" };
+  }
+  const why = (await stderr).trim().split("\n").pop() || `exit status ${exit?.code ?? exit?.signal}`;
+  return { code: exit?.code ?? null, why };
 }
 
 function unavailable(why: string): ReplError {
@@ -284,8 +334,4 @@ function sandboxDirectories(): { workers: string; cache: string; run: string } {
 export function within(path: string, dir: string): boolean {
   const rel = relative(dir, path);
   return rel === "" || (!rel.startsWith("..") && !rel.startsWith("/"));
-}
-
-export function exists(path: string): boolean {
-  return existsSync(path);
 }

@@ -8,6 +8,8 @@ import { ArtifactFormat, type ArtifactReference, ArtifactMessages as M } from ".
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker, CallContext } from "../broker/broker.ts";
 import { ReplError } from "../errors.ts";
+import type { PathRules } from "../sandbox/paths.ts";
+import type { SandboxDenial } from "../worker/frames.ts";
 import {
   ARTIFACT_FORWARD_MAX_BYTES,
   ARTIFACT_READ_MAX_BYTES,
@@ -75,7 +77,24 @@ export class SessionArtifacts {
     private readonly project: string,
     /** Aborted when the session closes. */
     private readonly closing: AbortSignal,
+    /** A contained session's rules for the paths the server opens for it (docs/sandbox.md). */
+    private readonly sandbox?: { rules: () => PathRules; refused: (denial: SandboxDenial) => void },
   ) {}
+
+  /** The same check on the file actually opened, for a contained session. */
+  private recheck(access: "read" | "write"): ((path: string) => void) | undefined {
+    return this.sandbox ? (path) => void this.guard(path, access) : undefined;
+  }
+
+  /** A path the sandbox would not let the session read (or write) is refused here too. */
+  private guard(path: string, access: "read" | "write"): string {
+    if (!this.sandbox) return path;
+    const rules = this.sandbox.rules();
+    const refusal = access === "read" ? rules.refusesRead(path) : rules.refusesWrite(path);
+    if (!refusal) return path;
+    this.sandbox.refused({ kind: access, target: refusal.path, reason: refusal.reason });
+    throw new ReplError("SANDBOX_DENIED", `The sandbox refuses this: ${refusal.path} ${refusal.reason}`);
+  }
 
   isRpc(op: string): op is keyof typeof RpcParams {
     return Object.hasOwn(RpcParams, op);
@@ -96,7 +115,7 @@ export class SessionArtifacts {
     switch (op) {
       case "artifact.create": {
         const p = take(op);
-        return this.store.importFile(owner, p.path, p.format);
+        return this.store.importFile(owner, this.guard(p.path, "read"), p.format, this.recheck("read"));
       }
       case "artifact.read":
         return this.read(take(op));
@@ -130,7 +149,8 @@ export class SessionArtifacts {
 
   /** A tool's import: a relative path is the project's. */
   create(path: string, format: ArtifactFormat): Promise<ArtifactReference> {
-    return this.store.importFile(this.sessionId, resolve(this.project, path), format);
+    const checked = this.guard(resolve(this.project, path), "read");
+    return this.store.importFile(this.sessionId, checked, format, this.recheck("read"));
   }
 
   async read(params: v.InferOutput<typeof ReadParams>) {
@@ -153,7 +173,8 @@ export class SessionArtifacts {
   }
 
   async save(id: string, path: string, overwrite: boolean) {
-    const artifact = await this.store.save(this.sessionId, id, path, overwrite);
+    const checked = this.guard(path, "write");
+    const artifact = await this.store.save(this.sessionId, id, checked, overwrite, this.recheck("write"));
     return { artifact, saved: true as const, path };
   }
 

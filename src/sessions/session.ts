@@ -86,7 +86,17 @@ export class Session {
     const toolPaths = options.kernel?.localProject ?? this.project;
     const contained = this.containment(options);
     this.sandbox = contained?.view;
-    this.artifacts = new SessionArtifacts(store, options.broker, this.id, toolPaths, this.lifetime.signal);
+    this.artifacts = new SessionArtifacts(
+      store,
+      options.broker,
+      this.id,
+      toolPaths,
+      this.lifetime.signal,
+      contained && {
+        rules: contained.containment.rules,
+        refused: (denial: SandboxDenial) => this.noteDenial(denial),
+      },
+    );
     this.supervisor = new Supervisor({
       serverId: options.serverId,
       sessionId: this.id,
@@ -127,7 +137,7 @@ export class Session {
         problem: options.problem,
         cwd: options.project,
         env: childEnv(),
-        ...(contained ? { contain: contained.contain } : {}),
+        ...(contained ? { contain: contained.containment.contain } : {}),
       },
     });
   }
@@ -145,7 +155,7 @@ export class Session {
       ask: (destination: Destination) => this.askConnection(destination, options),
       refused: (destination: Destination, reason: string) => this.refused(destination, reason),
     };
-    return { contain: sandbox.forSession(places), view: sandbox.view(places) };
+    return { containment: sandbox.forSession(places), view: sandbox.view(places) };
   }
 
   private async askConnection(destination: Destination, options: SessionOptions): Promise<SandboxVerdict> {
@@ -171,13 +181,17 @@ export class Session {
   }
 
   private refused(destination: Destination, reason: string): void {
+    this.noteDenial({ kind: "network", target: `${destination.host}:${destination.port}`, reason });
+  }
+
+  /** Kept for the running cell's result (sandbox_denials), at most SANDBOX_DENIALS_MAX, each once. */
+  private noteDenial(denial: SandboxDenial): void {
     const runId = this.supervisor.active?.id;
     if (!runId) return;
     const refused = this.refusals.get(runId) ?? [];
-    if (refused.length >= SANDBOX_DENIALS_MAX) return;
-    const target = `${destination.host}:${destination.port}`;
-    if (!refused.some((denial) => denial.target === target))
-      refused.push({ kind: "network", target, reason });
+    if (refused.length >= SANDBOX_DENIALS_MAX || refused.some((seen) => seen.target === denial.target))
+      return;
+    refused.push(denial);
     this.refusals.set(runId, refused);
   }
 
