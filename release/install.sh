@@ -179,6 +179,22 @@ Add it to your MCP client:
     }
 EOF
 
+# --sandbox (docs/sandbox.md) needs bubblewrap, socat and ripgrep on Linux; say which are missing.
+if [ "$(uname -s)" = Linux ]; then
+  missing=""
+  for tool in bwrap socat rg; do
+    command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
+  done
+  if [ -n "$missing" ]; then
+    cat <<EOF
+
+Note: to contain cells (repl-mcp --sandbox) this machine also needs:$missing
+  Debian, Ubuntu: sudo apt-get install bubblewrap socat ripgrep
+  Fedora: sudo dnf install bubblewrap socat ripgrep
+EOF
+  fi
+fi
+
 case ":${PATH:-}:" in
   *":$install_dir:"*) ;;
   *)
