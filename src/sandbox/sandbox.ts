@@ -2,7 +2,7 @@
 // machine can contain (and refuses to serve otherwise), starts the runtime's proxy, and gives each session
 // the way to start its workers inside the sandbox. Each worker gets a directory of its own: its TMPDIR and
 // its proxy socket (front.ts), removed when the worker is gone, by its guardian if the server is gone.
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { ReplError } from "../errors.ts";
@@ -326,8 +326,30 @@ function sandboxDirectories(): { workers: string; cache: string; run: string } {
   const cacheHome = xdg?.startsWith("/") ? xdg : join(sandboxHome(), ".cache");
   const cache = join(cacheHome, "repl-mcp-contained");
   ensurePrivateDirectory(cache, "The contained workers' cache directory");
+  sweepRunDirectories(workers);
   const run = mkdtempSync(join(workers, `r-${process.pid}-`));
   return { workers, cache: realpathSync(cache), run };
+}
+
+/**
+ * The runtime's directories of servers that are gone (a server killed with SIGKILL leaves its own, empty:
+ * the bridge removed its socket when it was told to stop); a worker's directory is its guardian's to remove.
+ */
+function sweepRunDirectories(workers: string): void {
+  for (const name of readdirSync(workers)) {
+    const pid = Number(/^r-(\d+)-/.exec(name)?.[1]);
+    if (!pid || pid === process.pid || alive(pid)) continue;
+    rmSync(join(workers, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /** Whether `path` lies in `dir` (or is it). */
