@@ -261,10 +261,22 @@ export class Supervisor {
     if (!frame) return refuse(Failures.frameLimit);
     if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request, frame);
 
-    let stateReset = false;
     const refusal = request.reset ? this.options.resetRefusal?.() : undefined;
     if (refusal) return refuse(refusal);
     if (request.reset && this.worker) await this.discardWorker();
+    return await this.driveOn(run, request, frame, true);
+  }
+
+  /** Runs on the session's worker, starting one if none is alive. */
+  private async driveOn(
+    run: ActiveRun,
+    request: RunRequest,
+    frame: Uint8Array,
+    firstTry: boolean,
+  ): Promise<ExecutionResult> {
+    const refuse = (failure: Failure, extra: Partial<ExecutionResult> = {}) =>
+      this.result(run, { ...failed(failure), ...UNTOUCHED, ...extra });
+    let stateReset = false;
     if (!this.worker?.alive) {
       const recovering = this.lost && !request.reset;
       try {
@@ -280,8 +292,26 @@ export class Supervisor {
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch, { state_reset: stateReset });
     const worker = this.worker as WorkerChannel;
     const result = await this.runOn(worker, run, request, frame, stateReset);
-    if (result.state === "cleared") await this.loseWorker(worker);
-    return result;
+    if (result.state !== "cleared") return result;
+    await this.loseWorker(worker);
+    if (worker.lostBefore === undefined || run.cancelReason !== undefined) return result;
+    // The namespace was lost before the run reached it, and seen only during the run (a kernel that died
+    // between cells): the call is answered as if the loss had been seen first. A run that never left
+    // runs on the next worker, as after any loss between cells (or meets expected_generation's refusal).
+    if (worker.lostBefore === "unsent" && firstTry) return await this.driveOn(run, request, frame, false);
+    // A run that was sent is not sent again. The generation that follows the loss starts now, so that
+    // this answer already carries it and the next call runs in it.
+    try {
+      await this.startWorker();
+    } catch {
+      return result;
+    }
+    return {
+      ...result,
+      ...this.identity(),
+      error: `${result.error}. This cell had not reached the lost namespace and did not run; the next call runs in a fresh one`,
+      state_reset: true,
+    };
   }
 
   /** A fresh file run: its own worker of the same environment, leaving the session's namespace alone. */
