@@ -9,6 +9,7 @@ import { ReplError } from "../errors.ts";
 import { KERNEL_RESTART_TIMEOUT_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
+import type { WorkerPurpose } from "../worker/channel.ts";
 import type { Failure } from "../worker/result.ts";
 import type { KernelServer } from "./config.ts";
 import { type EngineReady, loadEngine } from "./engine.ts";
@@ -111,12 +112,18 @@ export class KernelSeat implements LifeOwner {
     };
   }
 
-  /** The supervisor's next worker: the prepared first life, or a new one after whatever ended the last. */
-  async startLife(): Promise<KernelWorker> {
+  /**
+   * The supervisor's next worker: the prepared first life, or a new one after whatever ended the last. A
+   * reset restarts the kernel on the first call as on any later one: the prepared life holds whatever
+   * the kernel held when the session opened (an attached kernel's variables, for one).
+   */
+  async startLife(purpose: WorkerPurpose = "session"): Promise<KernelWorker> {
     if (this.closed) throw new ReplError("SESSION_CLOSED", "Session is closed");
     const prepared = this.prepared;
     this.prepared = undefined;
-    if (prepared?.alive) return prepared;
+    if (prepared?.alive && purpose !== "reset") return prepared;
+    // Its end ("stopped") asks for the restart.
+    if (prepared?.alive) await prepared.stop();
     try {
       await this.pending;
     } catch {

@@ -9,6 +9,13 @@ import type { Failure } from "./result.ts";
 export type CloseReason = "exited" | "broken" | "killed";
 
 /**
+ * What a worker is started for: a session's persistent namespace, the same after a reset (a channel
+ * that holds a namespace it did not start, such as a kernel attached to, must start it afresh), or one
+ * fresh file run.
+ */
+export type WorkerPurpose = "session" | "reset" | "fresh";
+
+/**
  * The run in flight when a worker was lost never reached its namespace: the loss came first and was seen
  * only during the run (a Jupyter kernel that died between cells, which its server notices seconds later).
  * "unsent": the run never left the server, so it can run on the next worker as if the loss had been seen

@@ -17,7 +17,7 @@ import {
 import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
-import type { WorkerChannel } from "./channel.ts";
+import type { WorkerChannel, WorkerPurpose } from "./channel.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
@@ -35,9 +35,10 @@ export interface SupervisorOptions {
   launch: WorkerLaunch;
   /**
    * How: the local worker process unless given (the seam a kernel session's worker plugs into). A
-   * "fresh" worker serves one fresh file run and is stopped after it.
+   * "fresh" worker serves one fresh file run and is stopped after it; a "reset" one starts the session's
+   * namespace afresh.
    */
-  startWorker?: (launch: WorkerLaunch, purpose: "session" | "fresh") => Promise<WorkerChannel>;
+  startWorker?: (launch: WorkerLaunch, purpose: WorkerPurpose) => Promise<WorkerChannel>;
   /** Why a reset must be refused here (an attached kernel), if it must. */
   resetRefusal?: () => Failure | undefined;
   maxMemoryMib: number;
@@ -104,7 +105,7 @@ export class Supervisor {
 
   constructor(private readonly options: SupervisorOptions) {}
 
-  private launchWorker(launch: WorkerLaunch, purpose: "session" | "fresh"): Promise<WorkerChannel> {
+  private launchWorker(launch: WorkerLaunch, purpose: WorkerPurpose): Promise<WorkerChannel> {
     const start = this.options.startWorker;
     return start ? start(launch, purpose) : WorkerProcess.start(launch);
   }
@@ -280,7 +281,7 @@ export class Supervisor {
     if (!this.worker?.alive) {
       const recovering = this.lost && !request.reset;
       try {
-        await this.startWorker();
+        await this.startWorker(request.reset ? "reset" : "session");
       } catch (error) {
         return this.result(run, { ...startFailure(error), state: "cleared", state_reset: true });
       }
@@ -302,7 +303,7 @@ export class Supervisor {
     // A run that was sent is not sent again. The generation that follows the loss starts now, so that
     // this answer already carries it and the next call runs in it.
     try {
-      await this.startWorker();
+      await this.startWorker("session");
     } catch {
       return result;
     }
@@ -342,10 +343,10 @@ export class Supervisor {
     return { ...this.options.launch, python: this.realPython ?? this.options.launch.python };
   }
 
-  private async startWorker(): Promise<void> {
+  private async startWorker(purpose: WorkerPurpose): Promise<void> {
     this.worker = undefined;
     this.python = undefined;
-    const worker = await this.launchWorker(this.launchSpec(), "session");
+    const worker = await this.launchWorker(this.launchSpec(), purpose);
     if (this.closed) {
       // The session was closed while its worker was starting: that worker must not outlive it.
       await worker.stop();
