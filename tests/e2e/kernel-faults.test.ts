@@ -2,8 +2,10 @@
 // bad arguments and a bad kernel server answer at once with a code and what to do; kernels this server
 // started never outlive it (session close, stdin closed, SIGTERM, kill -9 and the next start); the Jupyter
 // server dying mid-cell ends the run as "outcome unknown" and the next run gets a new kernel once the
-// server is back; a kernel restarted behind the session (by another client, or while our WebSocket was
-// down, so that no restart notice reached us) ends the next run with what happened instead of a hang.
+// server is back; a network down for a few seconds mid-cell is reconnected through while the run waits,
+// and one down longer leaves the kernel and its variables as they were; a kernel restarted behind the
+// session (by another client, or while our WebSocket was down, so that no restart notice reached us) ends
+// the next run with what happened instead of a hang.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
