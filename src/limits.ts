@@ -273,8 +273,17 @@ export const KERNEL_START_TIMEOUT_MAX_SECONDS = 900;
 export const KERNEL_REQUEST_TIMEOUT_MS = 30_000;
 /** A WebSocket message from a kernel; bigger ones are dropped unparsed (ours carry one frame each). */
 export const KERNEL_MESSAGE_MAX_BYTES = 64 * 1024 * 1024;
-/** How long a run waits for a dropped kernel connection to come back before its outcome is unknown. */
+/**
+ * How long a run waits for a dropped kernel connection to come back before its outcome is unknown (and
+ * how long a connection that dropped between runs is tried again before it waits for the next run).
+ */
 export const KERNEL_RECONNECT_WAIT_MS = 10_000;
+/** The pause before the second attempt to reconnect to a kernel (the first is at once); doubled after each. */
+export const KERNEL_RECONNECT_FIRST_DELAY_MS = 250;
+/** The longest pause between two attempts to reconnect, so that attempts keep coming while a run waits. */
+export const KERNEL_RECONNECT_MAX_DELAY_MS = 1_000;
+/** How long one attempt to open a kernel's WebSocket may take before it is dropped for a fresh one. */
+export const KERNEL_RECONNECT_ATTEMPT_MS = 3_000;
 /** How long a kernel restart may take (the server waits for the new kernel's first answer). */
 export const KERNEL_RESTART_TIMEOUT_MS = 60_000;
 /** The oldest Python a kernel may run (as for local interpreters). */

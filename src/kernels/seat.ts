@@ -1,17 +1,20 @@
 // A session's place on a Jupyter server: the kernel it started (owned) or attached to (the person's), and
 // the lives of that kernel the supervisor runs cells on (kernel-worker.ts). Between lives the seat does
 // what the last one's end asks for: nothing (the server restarted a dead kernel already), a restart (a
-// reset, a kill), a new kernel (the old one is gone), a new connection. An attached kernel is only ever
-// restarted with the entry's allowReset; closing the session shuts down an owned kernel and leaves an
-// attached one running.
+// reset, a kill), a new kernel (the old one is gone); each new life talks over a connection of its own. A
+// dropped connection is not the end of a life (the kernel and its namespace outlive it), so it never
+// costs a restart. An attached kernel is only ever restarted with the entry's allowReset; closing the
+// session shuts down an owned kernel and leaves an attached one running.
 import { ReplError } from "../errors.ts";
 import { KERNEL_RESTART_TIMEOUT_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
+import type { WorkerPurpose } from "../worker/channel.ts";
 import type { Failure } from "../worker/result.ts";
 import type { KernelServer } from "./config.ts";
 import { type EngineReady, loadEngine } from "./engine.ts";
-import { type JupyterLink, type KernelLink, serverFailure } from "./jupyter.ts";
+import { serverFailure } from "./failure.ts";
+import type { JupyterLink, KernelLink } from "./jupyter.ts";
 import { KernelWorker, type LifeEnd, type LifeOwner } from "./kernel-worker.ts";
 import type { OwnedKernels } from "./owned.ts";
 
@@ -28,7 +31,7 @@ export interface SeatRequest {
 }
 
 /** What to do before the next life. */
-type Next = "use" | "reload" | "restart" | "replace" | "reconnect";
+type Next = "use" | "reload" | "restart" | "replace";
 
 export class KernelSeat implements LifeOwner {
   readonly owned: boolean;
@@ -109,12 +112,18 @@ export class KernelSeat implements LifeOwner {
     };
   }
 
-  /** The supervisor's next worker: the prepared first life, or a new one after whatever ended the last. */
-  async startLife(): Promise<KernelWorker> {
+  /**
+   * The supervisor's next worker: the prepared first life, or a new one after whatever ended the last. A
+   * reset restarts the kernel on the first call as on any later one: the prepared life holds whatever
+   * the kernel held when the session opened (an attached kernel's variables, for one).
+   */
+  async startLife(purpose: WorkerPurpose = "session"): Promise<KernelWorker> {
     if (this.closed) throw new ReplError("SESSION_CLOSED", "Session is closed");
     const prepared = this.prepared;
     this.prepared = undefined;
-    if (prepared?.alive) return prepared;
+    if (prepared?.alive && purpose !== "reset") return prepared;
+    // Its end ("stopped") asks for the restart.
+    if (prepared?.alive) await prepared.stop();
     try {
       await this.pending;
     } catch {
@@ -150,9 +159,7 @@ export class KernelSeat implements LifeOwner {
       this.pending.catch(() => {});
       return undefined;
     }
-    this.next = { stopped: "restart", restarted: "reload", gone: "replace", disconnected: "reconnect" }[
-      how
-    ] as Next;
+    this.next = ({ stopped: "restart", restarted: "reload", gone: "replace" } as const)[how];
     return undefined;
   }
 
@@ -167,19 +174,6 @@ export class KernelSeat implements LifeOwner {
 
   private async prepare(): Promise<void> {
     const { server } = this.request;
-    const fresh = this.next === "reconnect" || this.next === "replace";
-    if (this.next === "reconnect") {
-      const model = await this.request.link.running(this.kernel.id).catch((error) => {
-        throw serverFailure(server, "looking up the kernel", error);
-      });
-      this.kernel.detach();
-      if (!model) {
-        this.next = "replace";
-      } else {
-        this.kernel = await attach(this.request, this.kernel.id);
-        this.next = "restart";
-      }
-    }
     if (this.next === "restart") await this.restart();
     if (this.next === "replace") {
       if (!this.owned) {
@@ -201,11 +195,9 @@ export class KernelSeat implements LifeOwner {
     // After a restart (ours or the server's) the next life talks over a connection of its own, with a
     // new client id and so new channels on the Jupyter server: once, in a full test run, a cell's
     // requests on stdin went unanswered right after a restart over the connection that had seen it.
-    if (!fresh) {
-      const id = this.kernel.id;
-      this.kernel.detach();
-      this.kernel = await attach(this.request, id);
-    }
+    const id = this.kernel.id;
+    this.kernel.detach();
+    this.kernel = await attach(this.request, id);
   }
 
   /** Restarts the kernel when this seat may; else the namespace stays as the person left it. */

@@ -94,7 +94,8 @@ export class Session {
       },
       ...(seat
         ? {
-            startWorker: (_launch, purpose) => (purpose === "fresh" ? seat.freshLife() : seat.startLife()),
+            startWorker: (_launch, purpose) =>
+              purpose === "fresh" ? seat.freshLife() : seat.startLife(purpose),
             resetRefusal: () => seat.resetRefusal(),
           }
         : {}),

@@ -8,6 +8,21 @@ import type { Failure } from "./result.ts";
 /** Why the frame channel closed; a worker is unusable after any of these. */
 export type CloseReason = "exited" | "broken" | "killed";
 
+/**
+ * What a worker is started for: a session's persistent namespace, the same after a reset (a channel
+ * that holds a namespace it did not start, such as a kernel attached to, must start it afresh), or one
+ * fresh file run.
+ */
+export type WorkerPurpose = "session" | "reset" | "fresh";
+
+/**
+ * The run in flight when a worker was lost never reached its namespace: the loss came first and was seen
+ * only during the run (a Jupyter kernel that died between cells, which its server notices seconds later).
+ * "unsent": the run never left the server, so it can run on the next worker as if the loss had been seen
+ * before it. "untouched": it was sent, and nothing shows the lost namespace took it; it is not sent again.
+ */
+export type LostBefore = "unsent" | "untouched";
+
 export interface WorkerChannel {
   /** What the worker said when it came up (its Python, executable, pid). */
   readonly ready: ReadyFrame;
@@ -20,6 +35,8 @@ export interface WorkerChannel {
   readonly alive: boolean;
   /** Why the worker was lost, when the channel knows better than "crashed" (a kernel's death). */
   readonly loss?: Failure;
+  /** Set when closed: the run in flight never reached the namespace that was lost. */
+  readonly lostBefore?: LostBefore;
   /** Calls fn when the channel closes; returns the way to unhook it. */
   onClose(fn: () => void): () => void;
   /** Queues one frame; rejects if it does not fit or the worker is gone. */

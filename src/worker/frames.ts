@@ -71,8 +71,11 @@ export const WorkerResult = v.object({
   namespace: v.optional(v.record(v.string(), v.unknown())),
   /** false: the server had already read all of fd 2 when the result was sent, so no barrier follows. */
   stderr_barrier: v.optional(v.boolean()),
-  /** Set only when the worker itself failed (a bug), not the cell. */
-  error_code: v.optional(v.picklist(["INTERNAL", "FILE_NOT_FOUND"])),
+  /**
+   * Set only when the worker itself failed (a bug), not the cell; KERNEL_CONNECTION_LOST only by a kernel
+   * session's channel, for a run it answers itself (kernels/kernel-worker.ts), never by worker.py.
+   */
+  error_code: v.optional(v.picklist(["INTERNAL", "FILE_NOT_FOUND", "KERNEL_CONNECTION_LOST"])),
 });
 export type WorkerResult = v.InferOutput<typeof WorkerResult>;
 

@@ -17,7 +17,7 @@ import {
 import { log } from "../log.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
-import type { WorkerChannel } from "./channel.ts";
+import type { WorkerChannel, WorkerPurpose } from "./channel.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
@@ -35,9 +35,10 @@ export interface SupervisorOptions {
   launch: WorkerLaunch;
   /**
    * How: the local worker process unless given (the seam a kernel session's worker plugs into). A
-   * "fresh" worker serves one fresh file run and is stopped after it.
+   * "fresh" worker serves one fresh file run and is stopped after it; a "reset" one starts the session's
+   * namespace afresh.
    */
-  startWorker?: (launch: WorkerLaunch, purpose: "session" | "fresh") => Promise<WorkerChannel>;
+  startWorker?: (launch: WorkerLaunch, purpose: WorkerPurpose) => Promise<WorkerChannel>;
   /** Why a reset must be refused here (an attached kernel), if it must. */
   resetRefusal?: () => Failure | undefined;
   maxMemoryMib: number;
@@ -104,7 +105,7 @@ export class Supervisor {
 
   constructor(private readonly options: SupervisorOptions) {}
 
-  private launchWorker(launch: WorkerLaunch, purpose: "session" | "fresh"): Promise<WorkerChannel> {
+  private launchWorker(launch: WorkerLaunch, purpose: WorkerPurpose): Promise<WorkerChannel> {
     const start = this.options.startWorker;
     return start ? start(launch, purpose) : WorkerProcess.start(launch);
   }
@@ -261,14 +262,26 @@ export class Supervisor {
     if (!frame) return refuse(Failures.frameLimit);
     if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request, frame);
 
-    let stateReset = false;
     const refusal = request.reset ? this.options.resetRefusal?.() : undefined;
     if (refusal) return refuse(refusal);
     if (request.reset && this.worker) await this.discardWorker();
+    return await this.driveOn(run, request, frame, true);
+  }
+
+  /** Runs on the session's worker, starting one if none is alive. */
+  private async driveOn(
+    run: ActiveRun,
+    request: RunRequest,
+    frame: Uint8Array,
+    firstTry: boolean,
+  ): Promise<ExecutionResult> {
+    const refuse = (failure: Failure, extra: Partial<ExecutionResult> = {}) =>
+      this.result(run, { ...failed(failure), ...UNTOUCHED, ...extra });
+    let stateReset = false;
     if (!this.worker?.alive) {
       const recovering = this.lost && !request.reset;
       try {
-        await this.startWorker();
+        await this.startWorker(request.reset ? "reset" : "session");
       } catch (error) {
         return this.result(run, { ...startFailure(error), state: "cleared", state_reset: true });
       }
@@ -280,8 +293,26 @@ export class Supervisor {
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch, { state_reset: stateReset });
     const worker = this.worker as WorkerChannel;
     const result = await this.runOn(worker, run, request, frame, stateReset);
-    if (result.state === "cleared") await this.loseWorker(worker);
-    return result;
+    if (result.state !== "cleared") return result;
+    await this.loseWorker(worker);
+    if (worker.lostBefore === undefined || run.cancelReason !== undefined) return result;
+    // The namespace was lost before the run reached it, and seen only during the run (a kernel that died
+    // between cells): the call is answered as if the loss had been seen first. A run that never left
+    // runs on the next worker, as after any loss between cells (or meets expected_generation's refusal).
+    if (worker.lostBefore === "unsent" && firstTry) return await this.driveOn(run, request, frame, false);
+    // A run that was sent is not sent again. The generation that follows the loss starts now, so that
+    // this answer already carries it and the next call runs in it.
+    try {
+      await this.startWorker("session");
+    } catch {
+      return result;
+    }
+    return {
+      ...result,
+      ...this.identity(),
+      error: `${result.error}. This cell had not reached the lost namespace and did not run; the next call runs in a fresh one`,
+      state_reset: true,
+    };
   }
 
   /** A fresh file run: its own worker of the same environment, leaving the session's namespace alone. */
@@ -312,10 +343,10 @@ export class Supervisor {
     return { ...this.options.launch, python: this.realPython ?? this.options.launch.python };
   }
 
-  private async startWorker(): Promise<void> {
+  private async startWorker(purpose: WorkerPurpose): Promise<void> {
     this.worker = undefined;
     this.python = undefined;
-    const worker = await this.launchWorker(this.launchSpec(), "session");
+    const worker = await this.launchWorker(this.launchSpec(), purpose);
     if (this.closed) {
       // The session was closed while its worker was starting: that worker must not outlive it.
       await worker.stop();
