@@ -7,14 +7,22 @@ import { ArtifactStore } from "../artifacts/store.ts";
 import { Broker } from "../broker/broker.ts";
 import { Journal, type JournalView } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
-import { ReplError } from "../errors.ts";
+import { describe, ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelServer } from "../kernels/config.ts";
 import type { JupyterLink } from "../kernels/jupyter.ts";
 import type { OwnedKernels } from "../kernels/owned.ts";
-import { SESSION_CLOSE_WAIT_MS, SESSION_OPENS_MAX, SESSIONS_MAX, SHUTDOWN_RUNS_WAIT_MS } from "../limits.ts";
+import {
+  KEEP_MAX_DEFAULT_SECONDS,
+  SESSION_CLOSE_WAIT_MS,
+  SESSION_OPENS_MAX,
+  SESSIONS_MAX,
+  SHUTDOWN_RUNS_WAIT_MS,
+} from "../limits.ts";
+import { log } from "../log.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
+import { Keeping, type KeepOptions, type KeepOutcome } from "./keeping.ts";
 import { probeInterpreter } from "./probe.ts";
 import { Session } from "./session.ts";
 
@@ -34,6 +42,8 @@ export interface SessionsOptions {
   journal?: Journal;
   /** The kernel servers of --kernels (python_health shows them; sessions may open on them). */
   kernelServers?: KernelServer[];
+  /** --keep-sessions and --keep-sessions-max (and the sandbox's hooks); default: nothing kept. */
+  keep?: KeepOptions;
 }
 
 /** Where python_session_open puts a session on a kernel server. */
@@ -68,9 +78,12 @@ export class Sessions {
   /** One client per kernel server, made on first use; the kernels this server started. */
   private readonly links = new Map<string, JupyterLink>();
   private ownedKernels: OwnedKernels | undefined;
+  /** Kept sessions: claims, adoption, the launch of kept workers. */
+  readonly keeping: Keeping;
 
   constructor(private readonly options: SessionsOptions) {
     this.journal = options.journal ?? new Journal();
+    this.keeping = new Keeping(options.keep ?? { defaultSeconds: 0, maxSeconds: KEEP_MAX_DEFAULT_SECONDS });
     // The launch project's broker exists from the start: health reports it before any session uses it.
     this.brokers.set(this.brokerKey(options.project), {
       broker: this.newBroker(options.project),
@@ -95,7 +108,61 @@ export class Sessions {
       problem: this.options.interpreter.problem,
     });
     this.publish(session);
+    session.supervisor.waitFor(this.keepDefault(session));
     return session;
+  }
+
+  /**
+   * The default session is kept with --keep-sessions, and adopts what an earlier server of this
+   * project parked as its default session, whatever this server's own flag says. Held by another
+   * running server, it is simply not kept (each server has its default session).
+   */
+  private async keepDefault(session: Session): Promise<void> {
+    let outcome: KeepOutcome;
+    try {
+      outcome = await this.keeping.prepare({
+        project: session.project,
+        name: session.name,
+        sessionId: session.id,
+        seconds: undefined,
+      });
+    } catch (error) {
+      const say = this.keeping.options.defaultSeconds > 0 ? log.warn : log.debug;
+      say(`the default session is not kept: ${describe(error)}`);
+      return;
+    }
+    if (session.closed) {
+      await outcome.worker?.park();
+      outcome.claim?.release();
+      return;
+    }
+    this.applyKeep(session, outcome);
+    if (session.handover) {
+      session.supervisor.adopt(session.handover);
+      session.handover = undefined;
+    }
+  }
+
+  /** Settles once the default session's keeping (an adoption) is done: before serving, health is exact. */
+  async keptReady(session: Session): Promise<void> {
+    await session.supervisor.settledPending();
+  }
+
+  private applyKeep(session: Session, outcome: KeepOutcome): void {
+    const { seconds, claim } = outcome;
+    if (claim) {
+      session.keep = {
+        seconds,
+        claim,
+        launch: () => (seconds > 0 ? this.keeping.launch(session, seconds) : undefined),
+      };
+    }
+    if (outcome.worker) {
+      session.handover = outcome.worker;
+      session.arrival = { adopted: { parkedSince: outcome.parkedSince ?? null } };
+    } else if (outcome.lost) {
+      session.arrival = { lost: outcome.lost };
+    }
   }
 
   get(sessionId: string): Session | undefined {
@@ -122,20 +189,42 @@ export class Sessions {
     python: string | undefined,
     journal: JournalView,
     signal?: AbortSignal,
+    /** keep, in seconds (undefined: --keep-sessions, or what a parked worker was kept for). */
+    keepSeconds?: number,
   ): Promise<Session> {
     return await this.opened(async () => {
       const project = canonicalProject(resolve(this.options.project, projectPath));
       const selected = selectSessionInterpreter(python, project, this.options.interpreter);
-      const probe = await probeInterpreter(selected.path, project, childEnv(), signal);
-      this.checkPublishable(signal);
-      return new Session({
-        ...this.common(name, journal),
-        broker: this.attachBroker(project),
+      const id = crypto.randomUUID();
+      const outcome = await this.keeping.prepare({
         project,
-        python: selected.path,
-        source: selected.source,
-        probe,
+        name,
+        sessionId: id,
+        seconds: keepSeconds,
+        ...(python === undefined ? {} : { interpreter: selected.path }),
       });
+      try {
+        // An adopted worker is running its interpreter already: nothing to check.
+        const probe = outcome.worker
+          ? undefined
+          : await probeInterpreter(selected.path, project, childEnv(), signal);
+        this.checkPublishable(signal);
+        const session = new Session({
+          ...this.common(name, journal),
+          id,
+          broker: this.attachBroker(project),
+          project,
+          python: selected.path,
+          source: selected.source,
+          probe,
+        });
+        this.applyKeep(session, outcome);
+        return session;
+      } catch (error) {
+        await outcome.worker?.park();
+        outcome.claim?.release();
+        throw error;
+      }
     });
   }
 
@@ -151,6 +240,7 @@ export class Sessions {
     choice: KernelChoice,
     journal: JournalView,
     signal?: AbortSignal,
+    _keepSeconds?: number,
   ): Promise<Session> {
     const server = this.kernelServers.find((candidate) => candidate.name === choice.server);
     if (!server) {
@@ -274,6 +364,7 @@ export class Sessions {
     this.watcher?.closed(session);
     this.artifacts.deleteForSession(session.id);
     await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
+    session.releaseKeep();
     await session.kernel?.close();
     await this.detachBroker(session.kernel ? this.options.project : session.project);
     return session;
@@ -293,9 +384,15 @@ export class Sessions {
 
   private publish(session: Session): void {
     this.byId.set(session.id, session);
-    if (!this.watcher) return;
-    session.supervisor.watcher = this.watcher.runs(session);
-    this.watcher.opened(session);
+    if (this.watcher) {
+      session.supervisor.watcher = this.watcher.runs(session);
+      this.watcher.opened(session);
+    }
+    // Adopted once watched, so a cell it was running is seen starting.
+    if (session.handover) {
+      session.supervisor.adopt(session.handover);
+      session.handover = undefined;
+    }
   }
 
   /** The default project's broker: health reports it. */
@@ -305,9 +402,12 @@ export class Sessions {
 
   async shutdown(): Promise<void> {
     await Promise.all(
-      this.list().map((session) => {
+      this.list().map(async (session) => {
         session.markClosed();
-        return session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS).then(() => session.kernel?.close());
+        // A kept session's worker is parked, its cell (if any) going on; the contract's shutdown is for the rest.
+        if (session.kept) await session.supervisor.letGo();
+        else await session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS).then(() => session.kernel?.close());
+        session.releaseKeep();
       }),
     );
     for (const link of this.links.values()) link.dispose();

@@ -6,6 +6,9 @@ import type { JournalView } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelSeat } from "../kernels/seat.ts";
+import type { Claim } from "../parking/claim.ts";
+import type { KeptWorker } from "../worker/kept.ts";
+import type { KeepLaunch } from "../worker/process.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
 import { SessionAsking } from "./asking.ts";
@@ -13,7 +16,27 @@ import { brokerBridge } from "./bridge.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
 import type { ProbeResult } from "./probe.ts";
 
+/** A kept session's keeping (docs/sessions.md, "Keeping a session"). */
+export interface SessionKeep {
+  /** How long its worker outlives this server, in seconds. */
+  seconds: number;
+  /** This server's claim on the session's name and project. */
+  claim: Claim;
+  /** How its workers are started kept (undefined while `seconds` is 0: an adopted session not kept again). */
+  launch: () => KeepLaunch | undefined;
+}
+
+/** What happened to a worker an earlier server parked under this session's name. */
+export interface Arrival {
+  /** The worker was taken over: since when it had been parked (ms since the epoch; null: never held). */
+  adopted?: { parkedSince: number | null };
+  /** It could not come back, and why: the session starts afresh. */
+  lost?: string;
+}
+
 export interface SessionOptions {
+  /** Given when the id had to be known before the session (a kept session's claim names it). */
+  id?: string;
   serverId: string;
   name: string;
   project: string;
@@ -39,7 +62,7 @@ export interface SessionOptions {
 }
 
 export class Session {
-  readonly id = crypto.randomUUID();
+  readonly id: string;
   readonly serverId: string;
   readonly name: string;
   readonly project: string;
@@ -53,8 +76,15 @@ export class Session {
   /** The kernel a kernel session runs on; undefined for a local worker. */
   readonly kernel: KernelSeat | undefined;
   private readonly lifetime = new AbortController();
+  /** Set while the session is kept: its worker outlives this server. */
+  keep: SessionKeep | undefined;
+  /** Set when the session met a worker an earlier server parked under its name. */
+  arrival: Arrival | undefined;
+  /** A parked worker taken over for this session, handed to its supervisor when it is published. */
+  handover: KeptWorker | undefined;
 
   constructor(options: SessionOptions) {
+    this.id = options.id ?? crypto.randomUUID();
     this.serverId = options.serverId;
     this.name = options.name;
     this.project = options.project;
@@ -97,7 +127,7 @@ export class Session {
             startWorker: (_launch, purpose) => (purpose === "fresh" ? seat.freshLife() : seat.startLife()),
             resetRefusal: () => seat.resetRefusal(),
           }
-        : {}),
+        : { keep: () => this.keep?.launch() }),
       launch: {
         python: options.python,
         problem: options.problem,
@@ -114,6 +144,16 @@ export class Session {
   /** Marks the session closed: its forwards in flight are cancelled. */
   markClosed(): void {
     this.lifetime.abort();
+  }
+
+  /** Whether its worker outlives this server (parked when the server goes). */
+  get kept(): boolean {
+    return (this.keep?.seconds ?? 0) > 0 && this.kernel === undefined;
+  }
+
+  /** Gives up the claim on its name (the session is closed, or the server is going). */
+  releaseKeep(): void {
+    this.keep?.claim.release();
   }
 
   get runtimeStatus(): "lazy" | "running" | "stopped" | "closed" {

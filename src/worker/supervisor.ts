@@ -22,7 +22,8 @@ import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
 import { inlineImageBytes, RunHistory } from "./history.ts";
-import { type WorkerLaunch, WorkerProcess } from "./process.ts";
+import { KeptWorker } from "./kept.ts";
+import { type KeepLaunch, type WorkerLaunch, WorkerProcess } from "./process.ts";
 import { picturesReleased } from "./reclaim.ts";
 import { type ExecutionResult, type Failure, Failures, failed } from "./result.ts";
 import { type Bridge, RpcDesk } from "./rpc.ts";
@@ -40,6 +41,8 @@ export interface SupervisorOptions {
   startWorker?: (launch: WorkerLaunch, purpose: "session" | "fresh") => Promise<WorkerChannel>;
   /** Why a reset must be refused here (an attached kernel), if it must. */
   resetRefusal?: () => Failure | undefined;
+  /** For a kept session: how its workers are kept (read at each start; undefined → not kept). */
+  keep?: () => KeepLaunch | undefined;
   maxMemoryMib: number;
   /** Serves the cells' bridge requests (mcp.*); absent → they are refused. */
   bridge?: Bridge;
@@ -101,12 +104,85 @@ export class Supervisor {
   /** The memory check of the run in progress, and the interval that calls it. */
   private memoryCheck: (() => void) | undefined;
   private memoryTimer: ReturnType<typeof setInterval> | undefined;
+  /** Work that must finish before the next run touches the worker (a default session's adoption). */
+  private pending: Promise<void> | undefined;
 
   constructor(private readonly options: SupervisorOptions) {}
 
   private launchWorker(launch: WorkerLaunch, purpose: "session" | "fresh"): Promise<WorkerChannel> {
     const start = this.options.startWorker;
-    return start ? start(launch, purpose) : WorkerProcess.start(launch);
+    if (start) return start(launch, purpose);
+    const keep = purpose === "session" ? this.options.keep?.() : undefined;
+    return keep ? KeptWorker.start({ ...launch, keep }, this.generation + 1) : WorkerProcess.start(launch);
+  }
+
+  /** Runs wait for `work` (an adoption in progress) before they look at the worker. */
+  waitFor(work: Promise<void>): void {
+    const pending: Promise<void> = work
+      .catch((error) => log.error("waiting before the first run failed:", error))
+      .finally(() => {
+        if (this.pending === pending) this.pending = undefined;
+      });
+    this.pending = pending;
+  }
+
+  /** Resolves once the work runs wait for (waitFor) is done. */
+  async settledPending(): Promise<void> {
+    await this.pending;
+  }
+
+  /**
+   * Takes over a parked worker an earlier server kept (its generation goes on), and a cell it was
+   * running: that run holds the slot until its result comes (it may be among the frames the guardian
+   * kept), and the result goes into the history like any other.
+   */
+  adopt(worker: KeptWorker): void {
+    this.worker = worker;
+    this.generation = worker.handover.generation;
+    this.python = worker.ready;
+    this.lost = false;
+    if (worker.ready.python_executable.startsWith("/")) this.realPython = worker.ready.python_executable;
+    void worker.closed.then(() => {
+      if (this.worker === worker) this.lost = true;
+      this.watcher?.changed();
+    });
+    const running = worker.handover.running;
+    if (running && !this.active) {
+      const run = new ActiveRun({ kind: "adopted" }, { id: running.id, startedAt: running.started_at });
+      this.active = run;
+      const spent = (Date.now() - running.started_at) / 1000;
+      const timeout = running.timeout_seconds > 0 ? running.timeout_seconds : TIMEOUT_MAX_SECONDS;
+      const request: RunRequest = {
+        task: run.task,
+        timeoutSeconds: Math.max(TIMEOUT_MIN_SECONDS, timeout - spent),
+        reset: false,
+      };
+      run.done = this.finish(
+        run,
+        request,
+        () => {},
+        async () => {
+          const result = await this.runOn(worker, run, request, undefined, false);
+          if (result.state === "cleared") await this.loseWorker(worker);
+          return result;
+        },
+      );
+      if (this.watcher) this.watcher.started(run);
+    }
+    worker.begin();
+    this.watcher?.changed();
+  }
+
+  /**
+   * The server is going and this session is kept: the worker is left to its guardian, which parks it (a
+   * cell in progress goes on). An unkept worker is stopped as at any shutdown.
+   */
+  async letGo(): Promise<void> {
+    this.closed = true;
+    const worker = this.worker;
+    this.worker = undefined;
+    if (worker instanceof KeptWorker) await worker.park();
+    else if (worker) await worker.stop();
   }
 
   get running(): boolean {
@@ -144,11 +220,12 @@ export class Supervisor {
     run: ActiveRun,
     request: RunRequest,
     onClientCancel: () => void,
+    drive = () => this.drive(run, request),
   ): Promise<ExecutionResult> {
     try {
       let result: ExecutionResult;
       try {
-        result = await this.drive(run, request);
+        result = await drive();
       } catch (error) {
         log.error("run failed inside the supervisor (a bug):", error);
         result = this.result(run, {
@@ -255,6 +332,7 @@ export class Supervisor {
       return refuse(Failures.staleGeneration);
     }
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch);
+    if (this.pending) await this.pending;
     // Encoded before any worker starts: a cell within the code limit can still outgrow the frame once
     // escaped, and that must be a plain refusal rather than a failure halfway through dispatch.
     const frame = encodeExecuteFrame(run.id, run.task, request.timeoutSeconds);
@@ -356,7 +434,8 @@ export class Supervisor {
     worker: WorkerChannel,
     run: ActiveRun,
     request: RunRequest,
-    frame: Uint8Array,
+    /** undefined: the run is already in the worker (adopted); nothing is sent. */
+    frame: Uint8Array | undefined,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
     let deliver!: (outcome: Outcome) => void;
@@ -386,7 +465,7 @@ export class Supervisor {
 
     try {
       run.status = "running";
-      worker.sendEncoded(frame).catch(() => worker.kill("broken"));
+      if (frame) worker.sendEncoded(frame).catch(() => worker.kill("broken"));
       const first = await outcome;
       if (first.kind === "cancelled") {
         const second = nextOutcome();
