@@ -319,6 +319,7 @@ export class Keeper {
       running: this.running ?? null,
       ...(this.record.containment === undefined ? {} : { containment: this.record.containment }),
     });
+    if (this.running?.ended_at !== undefined) this.running = undefined;
     const kept = this.kept;
     this.kept = [];
     this.keptBytes = 0;
@@ -502,8 +503,11 @@ export class Keeper {
     }
     if (type === "rpc" && id) this.pendingRpc.add(id);
     else if (type === "rpc_cancel" && id) this.pendingRpc.delete(id);
-    else if (type === "result" && id === this.running?.id) this.running = undefined;
-    else if (type === "job") this.trackJob(line);
+    else if (type === "result" && this.running && id === this.running.id) {
+      // Seen by a holder, the run is over; ended while parked, the next holder is told of it with its result.
+      if (this.holder) this.running = undefined;
+      else this.running = { ...this.running, ended_at: Date.now() };
+    } else if (type === "job") this.trackJob(line);
     return { type, id };
   }
 

@@ -27,6 +27,8 @@ export const RunningCell = v.object({
   /** Milliseconds since the epoch, when its execute frame went through. */
   started_at: v.number(),
   timeout_seconds: v.number(),
+  /** Set when it ended while parked (its result is among the kept frames). */
+  ended_at: v.optional(v.number()),
 });
 export type RunningCell = v.InferOutput<typeof RunningCell>;
 

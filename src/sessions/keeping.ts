@@ -14,6 +14,7 @@ import {
   openParkingDirectory,
   parkingDirectory,
   parkingSecret,
+  processAlive,
   sessionKey,
 } from "../parking/place.ts";
 import type { ParkedRecord } from "../parking/record.ts";
@@ -53,8 +54,14 @@ export interface KeepOutcome {
   worker?: KeptWorker;
   /** When that worker was parked (ms since the epoch). */
   parkedSince?: number | null;
-  /** Why a worker parked under this name could not come back (the session starts fresh). */
-  lost?: string;
+  /** A worker parked under this name that could not come back: why, and the generation it had. */
+  lost?: Lost;
+}
+
+export interface Lost {
+  reason: string;
+  /** The session's count goes on from it, so an expected_generation of before is refused. */
+  generation: number;
 }
 
 export class Keeping {
@@ -90,7 +97,7 @@ export class Keeping {
     if (asked === 0 && found.live.length === 0 && found.gone.length === 0)
       return { seconds: 0, claim: undefined };
     const { dir, secret } = this.placed();
-    const claim = claimKey(dir, key, request.sessionId);
+    const claim = await claimWhenFree(dir, key, request.sessionId);
     if (!("key" in claim)) throw heldError(project, name, claim.holder, claim.sessionId);
     try {
       const outcome = await this.takeOver(dir, secret, key, request);
@@ -112,9 +119,10 @@ export class Keeping {
     secret: string,
     key: string,
     request: { project: string; name: string; interpreter?: string },
-  ): Promise<{ worker?: KeptWorker; parkedSince?: number | null; keptSeconds?: number; lost?: string }> {
+  ): Promise<{ worker?: KeptWorker; parkedSince?: number | null; keptSeconds?: number; lost?: Lost }> {
     const { live, gone } = liveRecords(dir, key, { remove: true });
-    let lost = gone.find(({ record }) => sameSession(record, request))?.reason;
+    const mine = gone.find(({ record }) => sameSession(record, request));
+    let lost: Lost | undefined = mine && { reason: mine.reason, generation: mine.record.generation };
     for (const record of live) {
       if (!sameSession(record, request)) continue;
       if (request.interpreter !== undefined && request.interpreter !== record.interpreter) {
@@ -128,7 +136,7 @@ export class Keeping {
       if (refusal) {
         await endParked(record, secret);
         forget(dir, record);
-        lost = refusal;
+        lost = { reason: refusal, generation: record.generation };
         continue;
       }
       try {
@@ -146,7 +154,11 @@ export class Keeping {
           );
         }
         forget(dir, record);
-        lost = `its guardian could not hand it over (${error.message})`;
+        const reason =
+          error.code === "GONE"
+            ? "its guardian is gone (the worker ended while no server held it)"
+            : `its guardian could not hand it over (${error.message})`;
+        lost = { reason, generation: record.generation };
       }
     }
     return { lost };
@@ -189,6 +201,23 @@ async function adoptWhenFree(record: ParkedRecord, secret: string): Promise<Kept
         throw error;
       await Bun.sleep(20);
     }
+  }
+}
+
+/**
+ * Claims the key; a holder that is no longer alive (killed a moment ago: the kernel drops its lock as
+ * it goes) is given a moment, a live one is an answer at once.
+ */
+async function claimWhenFree(
+  dir: string,
+  key: string,
+  sessionId: string,
+): Promise<ReturnType<typeof claimKey>> {
+  const deadline = Date.now() + ADOPT_HOLDER_GONE_WAIT_MS;
+  for (;;) {
+    const claim = claimKey(dir, key, sessionId);
+    if ("key" in claim || processAlive(claim.holder) || Date.now() >= deadline) return claim;
+    await Bun.sleep(20);
   }
 }
 

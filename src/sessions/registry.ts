@@ -162,6 +162,7 @@ export class Sessions {
       session.arrival = { adopted: { parkedSince: outcome.parkedSince ?? null } };
     } else if (outcome.lost) {
       session.arrival = { lost: outcome.lost };
+      session.supervisor.resumeLost(outcome.lost.generation);
     }
   }
 

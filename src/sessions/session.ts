@@ -14,6 +14,7 @@ import { SessionArtifacts } from "./artifacts.ts";
 import { SessionAsking } from "./asking.ts";
 import { brokerBridge } from "./bridge.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
+import type { Lost } from "./keeping.ts";
 import type { ProbeResult } from "./probe.ts";
 
 /** A kept session's keeping (docs/sessions.md, "Keeping a session"). */
@@ -31,7 +32,7 @@ export interface Arrival {
   /** The worker was taken over: since when it had been parked (ms since the epoch; null: never held). */
   adopted?: { parkedSince: number | null };
   /** It could not come back, and why: the session starts afresh. */
-  lost?: string;
+  lost?: Lost;
 }
 
 export interface SessionOptions {

@@ -174,6 +174,16 @@ export class Supervisor {
   }
 
   /**
+   * A worker an earlier server kept under this session's name is gone: the count goes on from its
+   * generation and the next start is a recovery, so a cell that expects that generation is refused.
+   */
+  resumeLost(generation: number): void {
+    if (this.worker || this.generation > 0) return;
+    this.generation = generation;
+    this.lost = true;
+  }
+
+  /**
    * The server is going and this session is kept: the worker is left to its guardian, which parks it (a
    * cell in progress goes on). An unkept worker is stopped as at any shutdown.
    */

@@ -148,7 +148,7 @@ export const pythonSessionOpen = defineTool({
         ...(arrival?.lost
           ? {
               state_reset: true as const,
-              state_reset_reason: `A worker kept under this name could not come back: ${arrival.lost}; the session starts afresh`,
+              state_reset_reason: `A worker kept under this name could not come back: ${arrival.lost.reason}; the session starts afresh`,
             }
           : {}),
       };
