@@ -7,59 +7,12 @@ import type { SessionsCommandOptions } from "../cli/command.ts";
 import { describe } from "../errors.ts";
 import { WORKER_EXIT_WAIT_MS } from "../limits.ts";
 import { NAME } from "../version.ts";
-import { residentBytes } from "../worker/rss.ts";
 import { formatDuration } from "./duration.ts";
 import { KeeperLink } from "./link.ts";
+import { keptSessions } from "./listing.ts";
 import { forget, liveRecords } from "./lookup.ts";
 import { parkingDirectory, parkingSecret } from "./place.ts";
 import type { ParkedRecord } from "./record.ts";
-
-/** One kept session as the command shows it. */
-export interface KeptSessionView {
-  project: string;
-  name: string;
-  state: "parked" | "held" | "ended";
-  /** Since its worker started, in seconds. */
-  age_seconds: number;
-  /** The worker's resident memory, bytes (null when it cannot be read). */
-  rss_bytes: number | null;
-  /** Parked: when it will be ended (ISO). Held: null (it is kept for `keep` after its server lets go). */
-  expires_at: string | null;
-  keep: string;
-  holder_pid: number | null;
-  generation: number;
-  worker_pid: number | null;
-  guardian_pid: number;
-  /** Ended: why. */
-  reason?: string;
-}
-
-/** Every kept session of this user, live ones first (records of gone workers are left for their next open). */
-export function keptSessions(): KeptSessionView[] {
-  const { live, gone } = liveRecords(parkingDirectory(), undefined, { remove: false });
-  const now = Date.now();
-  const view = (record: ParkedRecord, reason?: string): KeptSessionView => ({
-    project: record.project,
-    name: record.name,
-    state: reason === undefined ? (record.state === "parked" ? "parked" : "held") : "ended",
-    age_seconds: Math.max(0, Math.round((now - record.started_at) / 1000)),
-    rss_bytes: reason === undefined && record.worker_pid ? (residentBytes(record.worker_pid) ?? null) : null,
-    expires_at:
-      record.state === "parked" && record.expires_at !== null
-        ? new Date(record.expires_at).toISOString()
-        : null,
-    keep: formatDuration(record.keep_seconds),
-    holder_pid: record.state === "held" ? record.holder_pid : null,
-    generation: record.generation,
-    worker_pid: record.worker_pid,
-    guardian_pid: record.guardian_pid,
-    ...(reason === undefined ? {} : { reason }),
-  });
-  return [
-    ...live.map((record) => view(record)).sort(byProjectAndName),
-    ...gone.map(({ record, reason }) => view(record, reason)).sort(byProjectAndName),
-  ];
-}
 
 export async function sessionsCommand(options: SessionsCommandOptions): Promise<number> {
   if (options.stop) return await stop(options.stop, options.json);
@@ -153,11 +106,6 @@ function canonical(path: string): string {
   } catch {
     return resolve(path);
   }
-}
-
-function byProjectAndName(a: KeptSessionView, b: KeptSessionView): number {
-  const key = (s: KeptSessionView) => `${s.project}\0${s.name}`;
-  return key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
 }
 
 function table(header: string[], rows: string[][]): string {

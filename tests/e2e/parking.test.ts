@@ -412,6 +412,11 @@ test("sessions stop --all ends every parked session and its detached jobs; nothi
     pids.push(...cell.structuredContent.value);
   }
   await end(first, "stdin");
+  const doctor = await run([BINARY, "doctor", "--json"], { env: first.env(), cwd: first.project, timeoutMs: 30_000 });
+  const kept = JSON.parse(doctor.stdout).kept;
+  expect(kept.parked).toBe(2);
+  expect(kept.rss_bytes).toBeGreaterThan(1_048_576);
+  expect(kept.findings[0].text).toContain("2 parked sessions");
   const listed = await sessions(first, []);
   expect(listed.stdout).toContain("one");
   expect(listed.stdout).toContain("parked");
