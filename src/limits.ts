@@ -196,6 +196,9 @@ export const KEEPER_END_MARGIN_MS = 2_000;
 export const PARKING_RECORD_MAX_BYTES = 65_536;
 /** The parking secret: random bytes (kept as twice as many hex digits in a 0600 file). */
 export const PARKING_SECRET_BYTES = 32;
+/** An adopted session's earlier runs as its worker returns them for the viewer: each output, and the whole answer. */
+export const ADOPTED_HISTORY_OUTPUT_MAX_BYTES = 4_096;
+export const ADOPTED_HISTORY_MAX_BYTES = 524_288;
 /** A Unix socket path must fit sockaddr_un (104 bytes on macOS, 108 on Linux, the NUL included). */
 export const UNIX_SOCKET_PATH_MAX_BYTES = 103;
 

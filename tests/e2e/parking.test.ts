@@ -7,6 +7,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync 
 import { join } from "node:path";
 import { BINARY, Harness, pidAlive, taggedPids, waitFor } from "../support/harness.ts";
 import { run } from "../support/run.ts";
+import { EventReader, viewerOf } from "../support/viewer.ts";
 
 const KEEP = ["--keep-sessions", "1h"];
 const servers: Harness[] = [];
@@ -227,6 +228,40 @@ test("while parked, a cell's bridge request is answered at once: the server that
   expect(result.stdout).not.toContain("got no answer");
 }, 60_000);
 
+test("the viewer of the adopting server shows the session's earlier cells, from the worker's own history", async () => {
+  const first = await start(KEEP);
+  await first.run("a = 1");
+  await first.run('print("hello from before")\na + 1');
+  const started = await first.callInSession("python_start", {
+    code: `import os, time\nwhile not os.path.exists(${JSON.stringify(join(first.dir, "go"))}): time.sleep(0.02)\n"late"`,
+  });
+  const runId = started.structuredContent.run_id;
+  await end(first, "stdin");
+  const second = await start([...KEEP, "--viewer"], first);
+  const events = new EventReader(await viewerOf(second));
+  try {
+    writeFileSync(join(first.dir, "go"), "");
+    await waitFor(() => events.of("run").filter((event) => event.run.status === "earlier").length >= 2, {
+      timeoutMs: 15_000,
+      what: "the earlier cells on the viewer's stream",
+    });
+    const earlier = events
+      .of("run")
+      .filter((event) => event.run.status === "earlier")
+      .map((event) => event.run);
+    expect(earlier.map((run) => run.source)).toEqual(['print("hello from before")\na + 1', "a = 1"]);
+    expect(earlier[0].stdout).toBe("hello from before\n");
+    expect(earlier[0].return_value).toBe("2");
+    // The cell it adopted running is this server's run now, with the source its worker kept.
+    await waitFor(
+      () => events.of("run").some((event) => event.run.run_id === runId && event.run.source.includes("late")),
+      { what: "the adopted run with its source" },
+    );
+  } finally {
+    await events.close();
+  }
+}, 60_000);
+
 test("a second server is refused a session the first holds, naming it; once the first dies (kill -9) it adopts it", async () => {
   const first = await start([]);
   const project = first.project;
@@ -412,7 +447,11 @@ test("sessions stop --all ends every parked session and its detached jobs; nothi
     pids.push(...cell.structuredContent.value);
   }
   await end(first, "stdin");
-  const doctor = await run([BINARY, "doctor", "--json"], { env: first.env(), cwd: first.project, timeoutMs: 30_000 });
+  const doctor = await run([BINARY, "doctor", "--json"], {
+    env: first.env(),
+    cwd: first.project,
+    timeoutMs: 30_000,
+  });
   const kept = JSON.parse(doctor.stdout).kept;
   expect(kept.parked).toBe(2);
   expect(kept.rss_bytes).toBeGreaterThan(1_048_576);
