@@ -100,13 +100,21 @@ export function socketPath(dir: string, base: string): string {
   return join(short, `${base}.sock`);
 }
 
-/** Signal 0: true while the process exists (EPERM: it exists, and is someone else's). */
+/**
+ * Signal 0: true while the process exists (EPERM: it exists, and is someone else's). A zombie, dead but
+ * not yet reaped by whoever inherited it, is not alive (Linux tells, through /proc).
+ */
 export function processAlive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    return stat[stat.lastIndexOf(")") + 2] !== "Z";
+  } catch {
+    return true;
   }
 }

@@ -138,7 +138,7 @@ export class Sessions {
     }
     this.applyKeep(session, outcome);
     if (session.handover) {
-      session.supervisor.adopt(session.handover);
+      session.supervisor.adopt(session.handover, session.handover.handoverInfo());
       session.handover = undefined;
     }
   }
@@ -391,7 +391,7 @@ export class Sessions {
     }
     // Adopted once watched, so a cell it was running is seen starting.
     if (session.handover) {
-      session.supervisor.adopt(session.handover);
+      session.supervisor.adopt(session.handover, session.handover.handoverInfo());
       session.handover = undefined;
     }
   }

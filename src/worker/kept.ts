@@ -22,7 +22,7 @@ import { GUARDIAN_LINE_PREFIX } from "../parking/protocol.ts";
 import { recordBase } from "../parking/record.ts";
 import { waitAtMost, withTimeout } from "../timeout.ts";
 import { decodeLine, encodeFrame } from "../wire/lines.ts";
-import type { CloseReason, WorkerChannel } from "./channel.ts";
+import type { CloseReason, Handover, WorkerChannel } from "./channel.ts";
 import { parseWorkerFrame, ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { NativeStderr } from "./native-stderr.ts";
 import { type WorkerLaunch, workerSpec } from "./process.ts";
@@ -121,6 +121,15 @@ export class KeptWorker implements WorkerChannel {
         `the worker's ready frame is malformed (${(error as Error).message})`,
       );
     }
+  }
+
+  /** What the supervisor takes over with this worker. */
+  handoverInfo(): Handover {
+    return {
+      generation: this.handover.generation,
+      running: this.handover.running,
+      begin: () => this.begin(),
+    };
   }
 
   /** Starts delivering frames (the kept ones first). */

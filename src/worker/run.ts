@@ -36,16 +36,22 @@ export class ActiveRun {
   /** Native stderr captured so far by the worker this run is on (persistent or fresh). */
   nativeStderr: () => string = () => "";
 
-  /** `adopted`: the id and start (ms since the epoch) of a run an earlier server started. */
+  /**
+   * `adopted`: the id, start and (if it ended while parked) end, in ms since the epoch, of a run an
+   * earlier server started.
+   */
   constructor(
     readonly task: RunTask,
-    adopted?: { id: string; startedAt: number },
+    adopted?: { id: string; startedAt: number; endedAt?: number },
   ) {
     this.id = adopted?.id ?? crypto.randomUUID();
-    this.startedAt = adopted
-      ? performance.now() - Math.max(0, Date.now() - adopted.startedAt)
-      : performance.now();
+    const now = performance.now();
+    this.startedAt = adopted ? now - Math.max(0, Date.now() - adopted.startedAt) : now;
+    if (adopted?.endedAt !== undefined) this.endedAt = now - Math.max(0, Date.now() - adopted.endedAt);
   }
+
+  /** Where its clock stopped, for a run that ended before this server saw it (adopted while parked). */
+  private endedAt: number | undefined;
 
   get signal(): AbortSignal {
     return this.controller.signal;
@@ -84,6 +90,6 @@ export class ActiveRun {
   }
 
   elapsedMs(): number {
-    return Math.round((performance.now() - this.startedAt) * 1000) / 1000;
+    return Math.round(((this.endedAt ?? performance.now()) - this.startedAt) * 1000) / 1000;
   }
 }

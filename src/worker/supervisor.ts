@@ -15,9 +15,10 @@ import {
   WORKER_EXIT_WAIT_MS,
 } from "../limits.ts";
 import { log } from "../log.ts";
+import type { RunningCell } from "../parking/protocol.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
-import type { WorkerChannel } from "./channel.ts";
+import type { Handover, WorkerChannel } from "./channel.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
@@ -132,13 +133,13 @@ export class Supervisor {
   }
 
   /**
-   * Takes over a parked worker an earlier server kept (its generation goes on), and a cell it was
-   * running: that run holds the slot until its result comes (it may be among the frames the guardian
-   * kept), and the result goes into the history like any other.
+   * Takes over a worker an earlier server kept (its generation goes on): a parked local worker, or a
+   * kept kernel re-attached. A cell the worker was running holds the slot until its result comes (it
+   * may be among the frames its guardian kept), and the result goes into the history like any other.
    */
-  adopt(worker: KeptWorker): void {
+  adopt(worker: WorkerChannel, handover: Handover): void {
     this.worker = worker;
-    this.generation = worker.handover.generation;
+    this.generation = handover.generation;
     this.python = worker.ready;
     this.lost = false;
     if (worker.ready.python_executable.startsWith("/")) this.realPython = worker.ready.python_executable;
@@ -146,31 +147,36 @@ export class Supervisor {
       if (this.worker === worker) this.lost = true;
       this.watcher?.changed();
     });
-    const running = worker.handover.running;
-    if (running && !this.active) {
-      const run = new ActiveRun({ kind: "adopted" }, { id: running.id, startedAt: running.started_at });
-      this.active = run;
-      const spent = (Date.now() - running.started_at) / 1000;
-      const timeout = running.timeout_seconds > 0 ? running.timeout_seconds : TIMEOUT_MAX_SECONDS;
-      const request: RunRequest = {
-        task: run.task,
-        timeoutSeconds: Math.max(TIMEOUT_MIN_SECONDS, timeout - spent),
-        reset: false,
-      };
-      run.done = this.finish(
-        run,
-        request,
-        () => {},
-        async () => {
-          const result = await this.runOn(worker, run, request, undefined, false);
-          if (result.state === "cleared") await this.loseWorker(worker);
-          return result;
-        },
-      );
-      if (this.watcher) this.watcher.started(run);
-    }
-    worker.begin();
+    const running = handover.running;
+    if (running && !this.active) this.adoptRun(worker, running);
+    handover.begin?.();
     this.watcher?.changed();
+  }
+
+  private adoptRun(worker: WorkerChannel, running: RunningCell): void {
+    const run = new ActiveRun(
+      { kind: "adopted" },
+      { id: running.id, startedAt: running.started_at, endedAt: running.ended_at },
+    );
+    this.active = run;
+    const spent = (Date.now() - running.started_at) / 1000;
+    const timeout = running.timeout_seconds > 0 ? running.timeout_seconds : TIMEOUT_MAX_SECONDS;
+    const request: RunRequest = {
+      task: run.task,
+      timeoutSeconds: Math.max(TIMEOUT_MIN_SECONDS, timeout - spent),
+      reset: false,
+    };
+    run.done = this.finish(
+      run,
+      request,
+      () => {},
+      async () => {
+        const result = await this.runOn(worker, run, request, undefined, false);
+        if (result.state === "cleared") await this.loseWorker(worker);
+        return result;
+      },
+    );
+    if (this.watcher) this.watcher.started(run);
   }
 
   /**
