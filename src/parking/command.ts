@@ -8,10 +8,11 @@ import { describe } from "../errors.ts";
 import { WORKER_EXIT_WAIT_MS } from "../limits.ts";
 import { NAME } from "../version.ts";
 import { formatDuration } from "./duration.ts";
+import { type KernelRecord, listKernelRecords, writeKernelRecord } from "./kernel-record.ts";
 import { KeeperLink } from "./link.ts";
 import { keptSessions } from "./listing.ts";
 import { forget, liveRecords } from "./lookup.ts";
-import { parkingDirectory, parkingSecret } from "./place.ts";
+import { parkingDirectory, parkingSecret, processAlive } from "./place.ts";
 import type { ParkedRecord } from "./record.ts";
 
 export async function sessionsCommand(options: SessionsCommandOptions): Promise<number> {
@@ -50,15 +51,19 @@ async function stop(what: NonNullable<SessionsCommandOptions["stop"]>, json: boo
     what.all || (record.name === what.name && (project === undefined || record.project === project));
   const chosen = live.filter(matches);
   const ended = gone.filter(({ record }) => matches(record));
+  const kernels = listKernelRecords(dir).filter(
+    (record) =>
+      what.all || (record.name === what.name && (project === undefined || record.project === project)),
+  );
   if (!what.all) {
-    const projects = new Set(chosen.map((record) => record.project));
+    const projects = new Set([...chosen, ...kernels].map((record) => record.project));
     if (projects.size > 1) {
       process.stderr.write(
         `${NAME}: several projects keep a session named "${what.name}": ${[...projects].join(", ")}; name one with --project\n`,
       );
       return 1;
     }
-    if (chosen.length === 0 && ended.length === 0) {
+    if (chosen.length === 0 && ended.length === 0 && kernels.length === 0) {
       process.stderr.write(
         `${NAME}: no kept session named "${what.name}"${project ? ` in ${project}` : ""}\n`,
       );
@@ -83,6 +88,7 @@ async function stop(what: NonNullable<SessionsCommandOptions["stop"]>, json: boo
       results.push({ ...named(record), stopped: false, why: describe(error) });
     }
   }
+  for (const record of kernels) results.push(expireKernel(dir, record));
   if (json)
     process.stdout.write(`${JSON.stringify({ stopped: results, removed_ended: ended.length }, null, 2)}\n`);
   else {
@@ -96,7 +102,32 @@ async function stop(what: NonNullable<SessionsCommandOptions["stop"]>, json: boo
   return results.some((result) => !result.stopped && !(what.all && result.held)) ? 1 : 0;
 }
 
-function named(record: ParkedRecord) {
+/**
+ * A kept kernel cannot be shut down from here (that takes its server's token, which only a server
+ * configured with --kernels has): its keep is made to run out now, and the next such server shuts it down.
+ */
+function expireKernel(dir: string, record: KernelRecord) {
+  const held = record.state === "held" && record.holder_pid !== null && processAlive(record.holder_pid);
+  if (held) {
+    const why = `held by the repl-mcp server with pid ${record.holder_pid}; close it there`;
+    return { ...named(record), stopped: false, held: true, why };
+  }
+  const now = Date.now();
+  writeKernelRecord(dir, {
+    ...record,
+    state: "parked",
+    holder_pid: null,
+    parked_since: record.parked_since ?? now,
+    expires_at: now,
+  });
+  return {
+    ...named(record),
+    stopped: true,
+    why: `its kernel on "${record.server}" is shut down by the next repl-mcp started with --kernels naming that server`,
+  };
+}
+
+function named(record: { project: string; name: string }) {
   return { project: record.project, name: record.name };
 }
 

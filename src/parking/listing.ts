@@ -2,8 +2,9 @@
 // workers' memory read from /proc.
 import { residentBytes } from "../worker/rss.ts";
 import { formatDuration } from "./duration.ts";
+import { type KernelRecord, listKernelRecords } from "./kernel-record.ts";
 import { liveRecords } from "./lookup.ts";
-import { parkingDirectory } from "./place.ts";
+import { parkingDirectory, processAlive } from "./place.ts";
 import type { ParkedRecord } from "./record.ts";
 
 /** One kept session as the command shows it. */
@@ -21,7 +22,9 @@ export interface KeptSessionView {
   holder_pid: number | null;
   generation: number;
   worker_pid: number | null;
-  guardian_pid: number;
+  guardian_pid: number | null;
+  /** A kernel session's kernel: `kernel <id> on "<server>"` (its memory is its Jupyter server's host's). */
+  kernel?: string;
   /** Ended: why. */
   reason?: string;
 }
@@ -48,9 +51,30 @@ export function keptSessions(): KeptSessionView[] {
     ...(reason === undefined ? {} : { reason }),
   });
   return [
-    ...live.map((record) => view(record)).sort(byProjectAndName),
+    ...[...live.map((record) => view(record)), ...listKernelRecords(parkingDirectory()).map(kernelView)].sort(
+      byProjectAndName,
+    ),
     ...gone.map(({ record, reason }) => view(record, reason)).sort(byProjectAndName),
   ];
+}
+
+function kernelView(record: KernelRecord): KeptSessionView {
+  const holderGone =
+    record.state === "held" && record.holder_pid !== null && !processAlive(record.holder_pid);
+  return {
+    project: record.project || `(kernel server "${record.server}")`,
+    name: record.name,
+    state: record.state === "parked" || holderGone ? "parked" : "held",
+    age_seconds: Math.max(0, Math.round((Date.now() - record.started_at) / 1000)),
+    rss_bytes: null,
+    expires_at: record.expires_at === null ? null : new Date(record.expires_at).toISOString(),
+    keep: formatDuration(record.keep_seconds),
+    holder_pid: record.state === "held" && !holderGone ? record.holder_pid : null,
+    generation: record.generation,
+    worker_pid: null,
+    guardian_pid: null,
+    kernel: `kernel ${record.kernel_id} on "${record.server}"`,
+  };
 }
 
 function byProjectAndName(a: KeptSessionView, b: KeptSessionView): number {

@@ -2,7 +2,7 @@
 // session is published, its key (project + name) is claimed for this server, a worker an earlier server
 // parked under that key is adopted, and what could not come back is reported. A session that is not
 // kept and finds nothing parked costs one directory listing.
-import { ReplError } from "../errors.ts";
+import { describe, ReplError } from "../errors.ts";
 import { ADOPT_HOLDER_GONE_WAIT_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import { type Claim, claimKey } from "../parking/claim.ts";
@@ -20,6 +20,7 @@ import {
 import type { ParkedRecord } from "../parking/record.ts";
 import { KeptWorker } from "../worker/kept.ts";
 import type { KeepLaunch } from "../worker/process.ts";
+import type { Lost, Session } from "./session.ts";
 
 /**
  * The seam a contained session (the sandbox) uses: what its record carries to stay contained, and
@@ -58,12 +59,6 @@ export interface KeepOutcome {
   lost?: Lost;
 }
 
-export interface Lost {
-  reason: string;
-  /** The session's count goes on from it, so an expected_generation of before is refused. */
-  generation: number;
-}
-
 export class Keeping {
   private place: { dir: string; secret: string } | undefined;
 
@@ -97,8 +92,7 @@ export class Keeping {
     if (asked === 0 && found.live.length === 0 && found.gone.length === 0)
       return { seconds: 0, claim: undefined };
     const { dir, secret } = this.placed();
-    const claim = await claimWhenFree(dir, key, request.sessionId);
-    if (!("key" in claim)) throw heldError(project, name, claim.holder, claim.sessionId);
+    const claim = await this.claim(key, request.sessionId, `"${name}" of ${project}`);
     try {
       const outcome = await this.takeOver(dir, secret, key, request);
       const seconds = outcome.worker ? (request.seconds ?? outcome.keptSeconds ?? asked) : asked;
@@ -111,6 +105,14 @@ export class Keeping {
       claim.release();
       throw error;
     }
+  }
+
+  /** Claims `key` for a session (`what` names it in a refusal). Throws SESSION_HELD while a live server holds it. */
+  async claim(key: string, sessionId: string, what: string): Promise<Claim> {
+    const { dir } = this.placed();
+    const claim = await claimWhenFree(dir, key, sessionId);
+    if (!("key" in claim)) throw heldError(what, claim.holder, claim.sessionId);
+    return claim;
   }
 
   /** With the claim held: the parked worker adopted, or why none could be. */
@@ -145,7 +147,7 @@ export class Keeping {
       } catch (error) {
         if (!(error instanceof KeeperRefused)) throw error;
         if (error.code === "SESSION_HELD")
-          throw heldError(request.project, request.name, error.holder ?? 0, undefined);
+          throw heldError(`"${request.name}" of ${request.project}`, error.holder ?? 0, undefined);
         if (error.code === "WRONG_SECRET") {
           throw new ReplError(
             "SESSION_HELD",
@@ -162,6 +164,56 @@ export class Keeping {
       }
     }
     return { lost };
+  }
+
+  /**
+   * The default session is kept with --keep-sessions, and adopts what an earlier server of this
+   * project parked as its default session, whatever this server's own flag says. Held by another
+   * running server, it is simply not kept (each server has its default session).
+   */
+  async keepDefault(session: Session): Promise<void> {
+    let outcome: KeepOutcome;
+    try {
+      outcome = await this.prepare({
+        project: session.project,
+        name: session.name,
+        sessionId: session.id,
+        seconds: undefined,
+      });
+    } catch (error) {
+      const say = this.options.defaultSeconds > 0 ? log.warn : log.debug;
+      say(`the default session is not kept: ${describe(error)}`);
+      return;
+    }
+    if (session.closed) {
+      await outcome.worker?.park();
+      outcome.claim?.release();
+      return;
+    }
+    this.apply(session, outcome);
+    if (session.handover) {
+      session.supervisor.adopt(session.handover.worker, session.handover.info);
+      session.handover = undefined;
+    }
+  }
+
+  /** What `prepare` came to, given to the session (its keep, the worker it adopts, what it lost). */
+  apply(session: Session, outcome: KeepOutcome): void {
+    const { seconds, claim } = outcome;
+    if (claim) {
+      session.keep = {
+        seconds,
+        claim,
+        launch: () => (seconds > 0 ? this.launch(session, seconds) : undefined),
+      };
+    }
+    if (outcome.worker) {
+      session.handover = { worker: outcome.worker, info: outcome.worker.handoverInfo() };
+      session.arrival = { adopted: { parkedSince: outcome.parkedSince ?? null } };
+    } else if (outcome.lost) {
+      session.arrival = { lost: outcome.lost };
+      session.supervisor.resumeLost(outcome.lost.generation);
+    }
   }
 
   /** What the supervisor's kept workers are started with (the session's key, keep and place). */
@@ -231,8 +283,8 @@ export async function endParked(record: ParkedRecord, secret: string, graceMs = 
   }
 }
 
-function heldError(project: string, name: string, holder: number, sessionId: string | undefined): ReplError {
-  const what = `The kept session "${name}" of ${project}`;
+function heldError(session: string, holder: number, sessionId: string | undefined): ReplError {
+  const what = `The kept session ${session}`;
   if (holder === process.pid) {
     return new ReplError(
       "SESSION_HELD",

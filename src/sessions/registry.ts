@@ -22,7 +22,8 @@ import {
 import { log } from "../log.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
-import { Keeping, type KeepOptions, type KeepOutcome } from "./keeping.ts";
+import { Keeping, type KeepOptions } from "./keeping.ts";
+import { collectExpiredKernels, keepKernelSession, kernelSeat, prepareKernelKeep } from "./kernel-keeping.ts";
 import { probeInterpreter } from "./probe.ts";
 import { Session } from "./session.ts";
 
@@ -108,62 +109,13 @@ export class Sessions {
       problem: this.options.interpreter.problem,
     });
     this.publish(session);
-    session.supervisor.waitFor(this.keepDefault(session));
+    session.supervisor.waitFor(this.keeping.keepDefault(session));
     return session;
-  }
-
-  /**
-   * The default session is kept with --keep-sessions, and adopts what an earlier server of this
-   * project parked as its default session, whatever this server's own flag says. Held by another
-   * running server, it is simply not kept (each server has its default session).
-   */
-  private async keepDefault(session: Session): Promise<void> {
-    let outcome: KeepOutcome;
-    try {
-      outcome = await this.keeping.prepare({
-        project: session.project,
-        name: session.name,
-        sessionId: session.id,
-        seconds: undefined,
-      });
-    } catch (error) {
-      const say = this.keeping.options.defaultSeconds > 0 ? log.warn : log.debug;
-      say(`the default session is not kept: ${describe(error)}`);
-      return;
-    }
-    if (session.closed) {
-      await outcome.worker?.park();
-      outcome.claim?.release();
-      return;
-    }
-    this.applyKeep(session, outcome);
-    if (session.handover) {
-      session.supervisor.adopt(session.handover, session.handover.handoverInfo());
-      session.handover = undefined;
-    }
   }
 
   /** Settles once the default session's keeping (an adoption) is done: before serving, health is exact. */
   async keptReady(session: Session): Promise<void> {
     await session.supervisor.settledPending();
-  }
-
-  private applyKeep(session: Session, outcome: KeepOutcome): void {
-    const { seconds, claim } = outcome;
-    if (claim) {
-      session.keep = {
-        seconds,
-        claim,
-        launch: () => (seconds > 0 ? this.keeping.launch(session, seconds) : undefined),
-      };
-    }
-    if (outcome.worker) {
-      session.handover = outcome.worker;
-      session.arrival = { adopted: { parkedSince: outcome.parkedSince ?? null } };
-    } else if (outcome.lost) {
-      session.arrival = { lost: outcome.lost };
-      session.supervisor.resumeLost(outcome.lost.generation);
-    }
   }
 
   get(sessionId: string): Session | undefined {
@@ -219,7 +171,7 @@ export class Sessions {
           source: selected.source,
           probe,
         });
-        this.applyKeep(session, outcome);
+        this.keeping.apply(session, outcome);
         return session;
       } catch (error) {
         await outcome.worker?.park();
@@ -241,7 +193,7 @@ export class Sessions {
     choice: KernelChoice,
     journal: JournalView,
     signal?: AbortSignal,
-    _keepSeconds?: number,
+    keepSeconds?: number,
   ): Promise<Session> {
     const server = this.kernelServers.find((candidate) => candidate.name === choice.server);
     if (!server) {
@@ -253,30 +205,57 @@ export class Sessions {
           : `No kernel server "${choice.server}" is configured; the user configures them with --kernels FILE (docs/kernels.md)`,
       );
     }
+    if (choice.kernelId !== undefined && (keepSeconds ?? 0) > 0) {
+      throw new ReplError(
+        "INVALID_ARGUMENT",
+        "keep applies to a kernel the session starts; a kernel it attaches to (kernel_id) is left running anyway",
+      );
+    }
     return await this.opened(async () => {
-      const { KernelSeat } = await import("../kernels/seat.ts");
-      const seat = await KernelSeat.open({
-        server,
-        link: await this.linkTo(server),
-        owned: await this.owned(),
-        kernel: choice.kernel,
-        kernelId: choice.kernelId,
-        project,
-      });
+      const id = crypto.randomUUID();
+      const kept =
+        choice.kernelId === undefined
+          ? await prepareKernelKeep(this.keeping, {
+              server,
+              project,
+              name,
+              sessionId: id,
+              seconds: keepSeconds,
+            })
+          : undefined;
       try {
-        this.checkPublishable(signal);
+        const seat = await kernelSeat(
+          {
+            server,
+            link: await this.linkTo(server),
+            owned: await this.owned(),
+            kernel: choice.kernel,
+            kernelId: choice.kernelId,
+            project,
+          },
+          kept,
+        );
+        try {
+          this.checkPublishable(signal);
+        } catch (error) {
+          await seat.close();
+          throw error;
+        }
+        const session = new Session({
+          ...this.common(name, journal),
+          id,
+          broker: this.attachBroker(this.options.project),
+          project: seat.ready.cwd,
+          python: seat.ready.python_executable,
+          source: "kernel_server",
+          kernel: { seat, localProject: this.options.project },
+        });
+        if (kept) await keepKernelSession(session, seat, kept);
+        return session;
       } catch (error) {
-        await seat.close();
+        kept?.claim?.release();
         throw error;
       }
-      return new Session({
-        ...this.common(name, journal),
-        broker: this.attachBroker(this.options.project),
-        project: seat.ready.cwd,
-        python: seat.ready.python_executable,
-        source: "kernel_server",
-        kernel: { seat, localProject: this.options.project },
-      });
     });
   }
 
@@ -320,9 +299,11 @@ export class Sessions {
   async collectOrphanKernels(): Promise<number> {
     if (this.kernelServers.length === 0) return 0;
     const owned = await this.owned();
-    return await owned.collectOrphans(this.kernelServers, async (server, id) => {
+    const shutdown = async (server: KernelServer, id: string) => {
       await (await this.linkTo(server)).shutdown(id);
-    });
+    };
+    const orphans = await owned.collectOrphans(this.kernelServers, shutdown);
+    return orphans + (await collectExpiredKernels(this.kernelServers, shutdown));
   }
 
   private async linkTo(server: KernelServer): Promise<JupyterLink> {
@@ -365,6 +346,7 @@ export class Sessions {
     this.watcher?.closed(session);
     this.artifacts.deleteForSession(session.id);
     await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
+    session.keep?.ended?.();
     session.releaseKeep();
     await session.kernel?.close();
     await this.detachBroker(session.kernel ? this.options.project : session.project);
@@ -391,7 +373,7 @@ export class Sessions {
     }
     // Adopted once watched, so a cell it was running is seen starting.
     if (session.handover) {
-      session.supervisor.adopt(session.handover, session.handover.handoverInfo());
+      session.supervisor.adopt(session.handover.worker, session.handover.info);
       session.handover = undefined;
     }
   }
@@ -405,9 +387,15 @@ export class Sessions {
     await Promise.all(
       this.list().map(async (session) => {
         session.markClosed();
-        // A kept session's worker is parked, its cell (if any) going on; the contract's shutdown is for the rest.
-        if (session.kept) await session.supervisor.letGo();
-        else await session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS).then(() => session.kernel?.close());
+        // A kept session's worker is parked (a kernel left running), its cell (if any) going on; the
+        // contract's shutdown is for the rest.
+        if (session.kept) {
+          await session.supervisor.letGo();
+          await session.kernel?.park();
+          session.keep?.parked?.();
+        } else {
+          await session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS).then(() => session.kernel?.close());
+        }
         session.releaseKeep();
       }),
     );

@@ -7,14 +7,13 @@ import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelSeat } from "../kernels/seat.ts";
 import type { Claim } from "../parking/claim.ts";
-import type { KeptWorker } from "../worker/kept.ts";
+import type { Handover, WorkerChannel } from "../worker/channel.ts";
 import type { KeepLaunch } from "../worker/process.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
 import { SessionAsking } from "./asking.ts";
 import { brokerBridge } from "./bridge.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
-import type { Lost } from "./keeping.ts";
 import type { ProbeResult } from "./probe.ts";
 
 /** A kept session's keeping (docs/sessions.md, "Keeping a session"). */
@@ -25,6 +24,17 @@ export interface SessionKeep {
   claim: Claim;
   /** How its workers are started kept (undefined while `seconds` is 0: an adopted session not kept again). */
   launch: () => KeepLaunch | undefined;
+  /** A kernel session: the server is going and its kernel is left running (its record says so). */
+  parked?: () => void;
+  /** A kernel session closed for good: its record goes. */
+  ended?: () => void;
+}
+
+/** A worker kept under this session's name that could not come back. */
+export interface Lost {
+  reason: string;
+  /** The session's count goes on from it, so an expected_generation of before is refused. */
+  generation: number;
 }
 
 /** What happened to a worker an earlier server parked under this session's name. */
@@ -81,8 +91,8 @@ export class Session {
   keep: SessionKeep | undefined;
   /** Set when the session met a worker an earlier server parked under its name. */
   arrival: Arrival | undefined;
-  /** A parked worker taken over for this session, handed to its supervisor when it is published. */
-  handover: KeptWorker | undefined;
+  /** A kept worker taken over for this session, handed to its supervisor when it is published. */
+  handover: { worker: WorkerChannel; info: Handover } | undefined;
 
   constructor(options: SessionOptions) {
     this.id = options.id ?? crypto.randomUUID();
@@ -149,7 +159,7 @@ export class Session {
 
   /** Whether its worker outlives this server (parked when the server goes). */
   get kept(): boolean {
-    return (this.keep?.seconds ?? 0) > 0 && this.kernel === undefined;
+    return (this.keep?.seconds ?? 0) > 0;
   }
 
   /** Gives up the claim on its name (the session is closed, or the server is going). */
