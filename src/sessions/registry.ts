@@ -7,7 +7,7 @@ import { ArtifactStore } from "../artifacts/store.ts";
 import { Broker } from "../broker/broker.ts";
 import { Journal, type JournalView } from "../broker/journal.ts";
 import type { Scope } from "../broker/registry.ts";
-import { describe, ReplError } from "../errors.ts";
+import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelServer } from "../kernels/config.ts";
 import type { JupyterLink } from "../kernels/jupyter.ts";
@@ -19,7 +19,6 @@ import {
   SESSIONS_MAX,
   SHUTDOWN_RUNS_WAIT_MS,
 } from "../limits.ts";
-import { log } from "../log.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
 import { Keeping, type KeepOptions } from "./keeping.ts";
