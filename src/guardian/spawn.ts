@@ -29,6 +29,13 @@ function guardianCommand(): string[] {
  */
 const GUARDIAN_ENV = { BUN_JSC_useJIT: "0" };
 
+/**
+ * A keeping guardian may sit parked for days: Bun's periodic garbage-collection timer would wake it
+ * (and the allocator's scavenger after it) several times a second for nothing. Without the timer a
+ * parked guardian takes no CPU at all; collections still happen when it allocates.
+ */
+const KEEPER_ENV = { ...GUARDIAN_ENV, BUN_GC_TIMER_DISABLE: "1" };
+
 export interface ChildExit {
   code: number | null;
   signal: string | null;
@@ -55,11 +62,12 @@ class GuardianLink {
   protected constructor(
     stdio: ["pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"],
     spawn: Record<string, unknown>,
+    ownEnv: Record<string, string> = GUARDIAN_ENV,
   ) {
     const proc = Bun.spawn(guardianCommand(), {
       stdio: [...stdio, "pipe", "pipe"],
       detached: true,
-      env: { ...inheritableEnv(), ...GUARDIAN_ENV },
+      env: { ...inheritableEnv(), ...ownEnv },
     });
     this.proc = proc;
     this.pgid = proc.pid;
@@ -212,7 +220,7 @@ export class GuardedProcess extends GuardianLink {
  */
 export class KeptGuardian extends GuardianLink {
   constructor(spec: SpawnSpec, keep: KeepSpec) {
-    super(["ignore", "ignore", "ignore"], { spec, keep });
+    super(["ignore", "ignore", "ignore"], { spec, keep }, KEEPER_ENV);
   }
 
   /** Asks the guardian to end the worker for good (it runs the grace itself). */
