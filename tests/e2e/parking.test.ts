@@ -272,6 +272,11 @@ test("a second server is refused a session the first holds, naming it; once the 
   expect(refused.isError).toBe(true);
   expect(refused.structuredContent.error_code).toBe("SESSION_HELD");
   expect(refused.structuredContent.error).toContain(`pid ${first.serverPid}`);
+  // A kept session whose worker has not started yet (no guardian, no record) is held all the same.
+  await first.call("python_session_open", { name: "lazy", project, keep: "1h" });
+  const lazy = await second.call("python_session_open", { name: "lazy", project, keep: "1h" });
+  expect(lazy.structuredContent.error_code).toBe("SESSION_HELD");
+  expect(lazy.structuredContent.error).toContain(`pid ${first.serverPid}`);
   // Within one server, the name is taken too.
   const twice = await first.call("python_session_open", { name: "work", project });
   expect(twice.structuredContent.error_code).toBe("SESSION_HELD");
