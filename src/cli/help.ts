@@ -102,7 +102,7 @@ export function sessionsHelp(stream: { isTTY?: boolean }): string {
   return [
     `${paint.bold(`${NAME} sessions`)}: the kept sessions of this user (python_session_open's keep, or`,
     "--keep-sessions): those parked, waiting for a server to adopt them, and those a running server holds,",
-    "with their project, name, age, memory, expiry and holder. `stop` ends parked ones now: the worker, its",
+    "with their project, name, age, memory, expiry and holder. stop ends parked ones now: the worker, its",
     "process group and its record. A held session is ended by its server (python_session_close).",
     "Exit status 0 on success, 1 when a session to stop was not found or could not be stopped.",
     "",

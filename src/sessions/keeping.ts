@@ -191,6 +191,8 @@ export class Keeping {
       return;
     }
     this.apply(session, outcome);
+    if (outcome.lost)
+      log.warn(`the default session's kept worker could not come back: ${outcome.lost.reason}`);
     if (session.handover) {
       session.supervisor.adopt(session.handover.worker, session.handover.info);
       session.handover = undefined;
