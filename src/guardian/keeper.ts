@@ -463,7 +463,8 @@ export class Keeper {
       this.toWorker([parkedAnswer(head.id)]);
       return;
     }
-    this.keepLine(line, head?.type === "result");
+    // A copy: the view would hold on to the whole chunk it was read in.
+    this.keepLine(line.slice(), head?.type === "result");
   }
 
   private async relayStderr(): Promise<void> {

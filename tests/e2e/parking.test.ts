@@ -260,6 +260,42 @@ keptTest(
 );
 
 keptTest(
+  "a cell that floods its stderr while parked still has its result read afterwards",
+  async (start) => {
+    const first = await start(KEEP);
+    const go = join(first.dir, "go");
+    const done = join(first.dir, "done");
+    const code = [
+      "import os, sys, time",
+      `while not os.path.exists(${JSON.stringify(go)}): time.sleep(0.02)`,
+      "for i in range(12_000):",
+      "    os.write(2, b'x' * 1000 + b'\\n')",
+      `open(${JSON.stringify(done)}, "w").close()`,
+      "'flooded'",
+    ].join("\n");
+    const started = await first.callInSession("python_start", { code });
+    const runId = started.structuredContent.run_id as string;
+    await waitFor(async () => (await runStatus(first, runId)).status === "running", {
+      what: "the cell to run",
+    });
+    await end(first, "stdin");
+    writeFileSync(go, "");
+    // 12 MB of native stderr while nobody holds the session (the guardian keeps 4 MiB of it at most).
+    await waitFor(() => existsSync(done), { timeoutMs: 30_000, what: "the flood to end" });
+    const second = await start(KEEP, first);
+    await waitFor(async () => (await runStatus(second, runId)).success !== undefined, {
+      timeoutMs: 15_000,
+      what: "the flooding cell's result",
+    });
+    const result = await runStatus(second, runId);
+    expect(result.success).toBe(true);
+    expect(result.value).toBe("flooded");
+    expect(result.truncated.stderr).toBe(true);
+  },
+  90_000,
+);
+
+keptTest(
   "the viewer of the adopting server shows the session's earlier cells, from the worker's own history",
   async (start) => {
     const first = await start(KEEP);
