@@ -310,7 +310,6 @@ export class Keeper {
       parked_since: null,
       expires_at: null,
     };
-    this.trySave();
     this.say(connection, {
       guardian: "adopted",
       ready: JSON.parse(decodeLine(this.ready as Uint8Array)),
@@ -327,6 +326,8 @@ export class Keeper {
     this.keptBytes = 0;
     this.dropped = 0;
     if (kept.length) connection.outbox.write(concat(kept.map((line) => line.bytes)));
+    // The record after the answer: its fsync is not the adopting server's to wait for.
+    this.trySave();
   }
 
   private refuseHeld(connection: Connection): void {

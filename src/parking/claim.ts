@@ -2,10 +2,10 @@
 // directory, held from the open until the session closes or the server exits (the kernel drops it when
 // the server dies, even by SIGKILL), with the holder written beside it for the error a second server
 // gets. Two servers therefore never both hold, start or adopt the same kept session.
-import { unlinkSync } from "node:fs";
+import { closeSync, constants, ftruncateSync, openSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import * as v from "valibot";
-import { writePrivateFileAtomic } from "../fs/atomic.ts";
+import { PRIVATE_FILE_MODE } from "../fs/atomic.ts";
 import { type FileLock, tryLockExclusive } from "../fs/lock.ts";
 import { readPrivateFile } from "../fs/private-file.ts";
 import { PARKING_RECORD_MAX_BYTES } from "../limits.ts";
@@ -29,7 +29,7 @@ export function claimKey(
     return { holder: holder?.pid ?? 0, sessionId: holder?.session_id };
   }
   const holderPath = join(dir, `${key}.holder`);
-  writePrivateFileAtomic(holderPath, JSON.stringify({ pid: process.pid, session_id: sessionId }));
+  writeHolder(holderPath, JSON.stringify({ pid: process.pid, session_id: sessionId }));
   let held = true;
   return {
     key,
@@ -55,5 +55,20 @@ function readHolder(dir: string, key: string): v.InferOutput<typeof Holder> | un
     return parsed.success ? parsed.output : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Who holds the claim, for the message a second server gets: written under the lock, without fsync (it
+ * only names the holder, and a holder that a power cut took holds nothing), never through a link, and
+ * 0600 from its creation.
+ */
+function writeHolder(path: string, text: string): void {
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_NOFOLLOW, PRIVATE_FILE_MODE);
+  try {
+    ftruncateSync(fd, 0);
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
   }
 }
