@@ -22,7 +22,7 @@ export function standing(record: ParkedRecord, boot = bootId()): Standing {
 }
 
 /** Removes a record and its socket (a record of a worker that is gone). */
-export function forget(dir: string, record: ParkedRecord): void {
+export function forget(dir: string, record: Pick<ParkedRecord, "key" | "guardian_pid" | "socket">): void {
   removeRecord(dir, record);
   try {
     unlinkSync(record.socket);

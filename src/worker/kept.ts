@@ -17,6 +17,7 @@ import {
 } from "../limits.ts";
 import { log } from "../log.ts";
 import { type Adopted, KeeperLink, KeeperRefused } from "../parking/link.ts";
+import { forget } from "../parking/lookup.ts";
 import { socketPath } from "../parking/place.ts";
 import { GUARDIAN_LINE_PREFIX } from "../parking/protocol.ts";
 import { recordBase } from "../parking/record.ts";
@@ -97,6 +98,12 @@ export class KeptWorker implements WorkerChannel {
       guardian.signal("SIGKILL");
       guardian.closeControl();
       await guardian.exited;
+      // Killed before it could say goodbye: nothing of it may look like a parked worker.
+      forget(keep.dir, {
+        key: keep.key,
+        guardian_pid: guardian.pgid,
+        socket: socketPath(keep.dir, recordBase(keep.key, guardian.pgid)),
+      });
       if (error instanceof ReplError) throw error;
       throw new ReplError("WORKER_START_FAILED", (error as Error).message, { cause: error });
     }
