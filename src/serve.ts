@@ -53,6 +53,7 @@ export async function serve(options: ServeOptions): Promise<void> {
     configPath: options.config === undefined ? undefined : resolve(project, options.config),
     scopes: options.scopes,
     journal,
+    keep: { defaultSeconds: options.keepSessionsSeconds, maxSeconds: options.keepMaxSeconds },
   });
   const settings = {
     maxMemoryMib: options.maxMemoryMib,
@@ -86,10 +87,11 @@ export async function serve(options: ServeOptions): Promise<void> {
     serving();
     return;
   }
-  const served = serveStdio(
-    clientContext(new SessionScope(sessions, { earlierJournal: true }), settings),
-    servingAfterOpening(),
-  );
+  const scope = new SessionScope(sessions, { earlierJournal: true });
+  // A default session an earlier server of this project parked is adopted before the first request, so
+  // python_health already shows it (a few milliseconds; nothing at all when nothing was parked).
+  await sessions.keptReady(scope.default);
+  const served = serveStdio(clientContext(scope, settings), servingAfterOpening());
   await served;
   await stop(0);
 }

@@ -10,6 +10,7 @@ import { credentialsSection } from "./credentials.ts";
 import { interpreterSection } from "./interpreter.ts";
 import { journalSection } from "./journal.ts";
 import { kernelsSection } from "./kernels.ts";
+import { parkingSection } from "./parking.ts";
 import type { Finding, Section } from "./report.ts";
 
 export async function doctor(options: DoctorOptions): Promise<number> {
@@ -25,6 +26,7 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     sections.journal = journalSection(options.journal, project);
     const kernels = await kernelsSection(options.kernels, project);
     if (kernels) sections.kernels = kernels;
+    sections.kept = parkingSection();
     if (options.connect !== undefined) sections.connect = await connectSection(broker, options.connect);
   } finally {
     await broker.close();

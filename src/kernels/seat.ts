@@ -26,6 +26,11 @@ export interface SeatRequest {
   kernel?: string;
   /** A running kernel to attach to instead. */
   kernelId?: string;
+  /**
+   * kernelId is the kernel a kept session of this name left running: it is attached to and then owned
+   * again (shut down when the session closes).
+   */
+  adopt?: boolean;
   /** A directory on the kernel's host to work in (else the kernel's own). */
   project?: string;
 }
@@ -50,7 +55,7 @@ export class KernelSeat implements LifeOwner {
     ready: EngineReady,
   ) {
     this.server = request.server;
-    this.owned = request.kernelId === undefined;
+    this.owned = request.kernelId === undefined || request.adopt === true;
     this.kernel = kernel;
     this.ready = ready;
     this.prepared = new KernelWorker(kernel, ready, this);
@@ -62,6 +67,7 @@ export class KernelSeat implements LifeOwner {
     let kernel: KernelLink;
     if (request.kernelId !== undefined) {
       kernel = await attach(request, request.kernelId);
+      if (request.adopt) request.owned.add(server, kernel.id);
     } else {
       await checkSpec(request);
       try {
@@ -84,7 +90,7 @@ export class KernelSeat implements LifeOwner {
       );
       return new KernelSeat(request, kernel, ready);
     } catch (error) {
-      await release(request, kernel, request.kernelId === undefined);
+      await release(request, kernel, request.kernelId === undefined || request.adopt === true);
       throw error instanceof ReplError ? error : serverFailure(server, "loading the engine", error);
     }
   }
@@ -163,6 +169,29 @@ export class KernelSeat implements LifeOwner {
     return undefined;
   }
 
+  /** Set while the session is kept: told of each kernel it owns, which the record of started kernels no longer lists. */
+  private keeper: ((kernelId: string) => void) | undefined;
+
+  /**
+   * The session is kept (docs/kernels.md): its kernel outlives this server, so it leaves the record of
+   * started kernels (whose leftovers the next server shuts down) for the kept session's own record,
+   * which `onKernel` keeps up to date when the kernel is replaced.
+   */
+  keep(onKernel: (kernelId: string) => void): void {
+    this.keeper = onKernel;
+    this.request.owned.remove(this.kernel.id);
+    onKernel(this.kernel.id);
+  }
+
+  /** The server is going and the session is kept: only the connection closes; the kernel runs on. */
+  async park(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.prepared = undefined;
+    await this.pending?.catch(() => {});
+    this.kernel.detach();
+  }
+
   /** Shuts an owned kernel down (DELETE) or leaves an attached one running; the connection closes. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -189,7 +218,8 @@ export class KernelSeat implements LifeOwner {
       } catch (error) {
         throw serverFailure(server, "starting a kernel", error);
       }
-      this.request.owned.add(server, this.kernel.id);
+      if (this.keeper) this.keeper(this.kernel.id);
+      else this.request.owned.add(server, this.kernel.id);
       return;
     }
     // After a restart (ours or the server's) the next life talks over a connection of its own, with a

@@ -6,6 +6,9 @@ import type { JournalView } from "../broker/journal.ts";
 import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelSeat } from "../kernels/seat.ts";
+import type { Claim } from "../parking/claim.ts";
+import type { Handover, WorkerChannel } from "../worker/channel.ts";
+import type { KeepLaunch } from "../worker/process.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
 import { SessionAsking } from "./asking.ts";
@@ -13,7 +16,38 @@ import { brokerBridge } from "./bridge.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
 import type { ProbeResult } from "./probe.ts";
 
+/** A kept session's keeping (docs/sessions.md, "Keeping a session"). */
+export interface SessionKeep {
+  /** How long its worker outlives this server, in seconds. */
+  seconds: number;
+  /** This server's claim on the session's name and project. */
+  claim: Claim;
+  /** How its workers are started kept (undefined while `seconds` is 0: an adopted session not kept again). */
+  launch: () => KeepLaunch | undefined;
+  /** A kernel session: the server is going and its kernel is left running (its record says so). */
+  parked?: () => void;
+  /** A kernel session closed for good: its record goes. */
+  ended?: () => void;
+}
+
+/** A worker kept under this session's name that could not come back. */
+export interface Lost {
+  reason: string;
+  /** The session's count goes on from it, so an expected_generation of before is refused. */
+  generation: number;
+}
+
+/** What happened to a worker an earlier server parked under this session's name. */
+export interface Arrival {
+  /** The worker was taken over: since when it had been parked (ms since the epoch; null: never held). */
+  adopted?: { parkedSince: number | null };
+  /** It could not come back, and why: the session starts afresh. */
+  lost?: Lost;
+}
+
 export interface SessionOptions {
+  /** Given when the id had to be known before the session (a kept session's claim names it). */
+  id?: string;
   serverId: string;
   name: string;
   project: string;
@@ -39,7 +73,7 @@ export interface SessionOptions {
 }
 
 export class Session {
-  readonly id = crypto.randomUUID();
+  readonly id: string;
   readonly serverId: string;
   readonly name: string;
   readonly project: string;
@@ -53,8 +87,15 @@ export class Session {
   /** The kernel a kernel session runs on; undefined for a local worker. */
   readonly kernel: KernelSeat | undefined;
   private readonly lifetime = new AbortController();
+  /** Set while the session is kept: its worker outlives this server. */
+  keep: SessionKeep | undefined;
+  /** Set when the session met a worker an earlier server parked under its name. */
+  arrival: Arrival | undefined;
+  /** A kept worker taken over for this session, handed to its supervisor when it is published. */
+  handover: { worker: WorkerChannel; info: Handover } | undefined;
 
   constructor(options: SessionOptions) {
+    this.id = options.id ?? crypto.randomUUID();
     this.serverId = options.serverId;
     this.name = options.name;
     this.project = options.project;
@@ -98,7 +139,7 @@ export class Session {
               purpose === "fresh" ? seat.freshLife() : seat.startLife(purpose),
             resetRefusal: () => seat.resetRefusal(),
           }
-        : {}),
+        : { keep: () => this.keep?.launch() }),
       launch: {
         python: options.python,
         problem: options.problem,
@@ -115,6 +156,16 @@ export class Session {
   /** Marks the session closed: its forwards in flight are cancelled. */
   markClosed(): void {
     this.lifetime.abort();
+  }
+
+  /** Whether its worker outlives this server (parked when the server goes). */
+  get kept(): boolean {
+    return (this.keep?.seconds ?? 0) > 0;
+  }
+
+  /** Gives up the claim on its name (the session is closed, or the server is going). */
+  releaseKeep(): void {
+    this.keep?.claim.release();
   }
 
   get runtimeStatus(): "lazy" | "running" | "stopped" | "closed" {

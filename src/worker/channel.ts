@@ -1,6 +1,7 @@
 // What a session's supervisor needs of the Python it runs cells on, whatever carries the frames: the
 // local worker process (process.ts, frames over its pipes) today, a Jupyter kernel later (the frames over
 // the kernel's own channels). The supervisor speaks frames (docs/worker-protocol.md) and nothing else.
+import type { RunningCell } from "../parking/protocol.ts";
 import type { ReadyFrame, WorkerFrame } from "./frames.ts";
 import type { NativeStderr } from "./native-stderr.ts";
 import type { Failure } from "./result.ts";
@@ -53,4 +54,13 @@ export interface WorkerChannel {
   kill(reason?: CloseReason): Promise<void>;
   /** Asks it to leave, then makes sure it is gone. */
   stop(): Promise<void>;
+}
+
+/** What comes with a worker an earlier server kept (Supervisor.adopt): a parked worker, a kept kernel. */
+export interface Handover {
+  generation: number;
+  /** The cell it was running when its server let go (its result may already be among its frames). */
+  running?: RunningCell | null;
+  /** Starts the frames flowing, once the supervisor listens (the kept ones first). */
+  begin?: () => void;
 }

@@ -49,6 +49,17 @@ export const ValueInfo = v.object({
 });
 export type ValueInfo = v.InferOutput<typeof ValueInfo>;
 
+/** One run a worker retained, as a history request returns it (an adopted session's earlier cells). */
+export const EarlierRun = v.object({
+  run_id: v.string(),
+  source: v.string(),
+  stdout: v.optional(v.string()),
+  stderr: v.optional(v.string()),
+  return_value: v.optional(v.string()),
+  error: v.optional(v.string()),
+});
+export type EarlierRun = v.InferOutput<typeof EarlierRun>;
+
 export const WorkerResult = v.object({
   success: v.boolean(),
   stdout: v.string(),
@@ -69,6 +80,8 @@ export const WorkerResult = v.object({
   fatal: v.optional(v.boolean()),
   exit_code: v.optional(v.number()),
   namespace: v.optional(v.record(v.string(), v.unknown())),
+  /** A history request's answer: the worker's retained runs, oldest first (docs/worker-protocol.md). */
+  history: v.optional(v.array(EarlierRun)),
   /** false: the server had already read all of fd 2 when the result was sent, so no barrier follows. */
   stderr_barrier: v.optional(v.boolean()),
   /**

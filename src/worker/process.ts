@@ -2,7 +2,7 @@
 // with its fd 2 drained on the side. It knows nothing about runs or sessions; the supervisor does.
 import { describe, ReplError } from "../errors.ts";
 import { signalGroup } from "../guardian/kill.ts";
-import type { SpawnSpec } from "../guardian/protocol.ts";
+import type { KeepSpec, SpawnSpec } from "../guardian/protocol.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import {
   FRAME_MAX_BYTES,
@@ -34,6 +34,29 @@ export interface WorkerLaunch {
    * It may refuse (a ReplError), and then no worker starts: a contained session never runs uncontained.
    */
   contain?: (spec: SpawnSpec) => Promise<SpawnSpec>;
+  /**
+   * Set for a kept session (docs/sessions.md, "Keeping a session"): its worker starts under a keeping
+   * guardian (worker/kept.ts) that parks it when this server goes. Fresh file runs are never kept.
+   */
+  keep?: KeepLaunch;
+}
+
+/** What a kept worker's guardian is told besides the command (guardian/protocol.ts KeepSpec, less what the supervisor adds). */
+export type KeepLaunch = Omit<KeepSpec, "generation" | "holder_pid">;
+
+/**
+ * The command that runs worker.py for `launch`, turned into its contained form when the session is
+ * contained: the plain and the kept paths both start exactly this.
+ */
+export async function workerSpec(launch: WorkerLaunch): Promise<SpawnSpec> {
+  if (launch.problem) throw new ReplError("WORKER_START_FAILED", launch.problem);
+  const plain: SpawnSpec = {
+    program: launch.python,
+    args: ["-u", "-c", BOOTSTRAP, workerSourcePath()],
+    env: launch.env,
+    cwd: launch.cwd,
+  };
+  return launch.contain ? await launch.contain(plain) : plain;
 }
 
 /** The local worker: worker.py in a process of its own under a guardian, frames over its pipes. */
@@ -82,14 +105,7 @@ export class WorkerProcess implements WorkerChannel {
   }
 
   static async start(launch: WorkerLaunch): Promise<WorkerProcess> {
-    if (launch.problem) throw new ReplError("WORKER_START_FAILED", launch.problem);
-    const plain: SpawnSpec = {
-      program: launch.python,
-      args: ["-u", "-c", BOOTSTRAP, workerSourcePath()],
-      env: launch.env,
-      cwd: launch.cwd,
-    };
-    const worker = new WorkerProcess(launch.contain ? await launch.contain(plain) : plain);
+    const worker = new WorkerProcess(await workerSpec(launch));
     const ready = new Promise<ReadyFrame>((resolve, reject) => {
       worker.readySignal = { resolve, reject };
     });

@@ -15,14 +15,16 @@ import {
   WORKER_EXIT_WAIT_MS,
 } from "../limits.ts";
 import { log } from "../log.ts";
+import type { RunningCell } from "../parking/protocol.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
-import type { WorkerChannel, WorkerPurpose } from "./channel.ts";
+import type { Handover, WorkerChannel, WorkerPurpose } from "./channel.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, WorkerResult } from "./frames.ts";
 import { inlineImageBytes, RunHistory } from "./history.ts";
-import { type WorkerLaunch, WorkerProcess } from "./process.ts";
+import { KeptWorker } from "./kept.ts";
+import { type KeepLaunch, type WorkerLaunch, WorkerProcess } from "./process.ts";
 import { picturesReleased } from "./reclaim.ts";
 import { type ExecutionResult, type Failure, Failures, failed } from "./result.ts";
 import { type Bridge, RpcDesk } from "./rpc.ts";
@@ -41,6 +43,8 @@ export interface SupervisorOptions {
   startWorker?: (launch: WorkerLaunch, purpose: WorkerPurpose) => Promise<WorkerChannel>;
   /** Why a reset must be refused here (an attached kernel), if it must. */
   resetRefusal?: () => Failure | undefined;
+  /** For a kept session: how its workers are kept (read at each start; undefined → not kept). */
+  keep?: () => KeepLaunch | undefined;
   maxMemoryMib: number;
   /** Serves the cells' bridge requests (mcp.*); absent → they are refused. */
   bridge?: Bridge;
@@ -102,12 +106,101 @@ export class Supervisor {
   /** The memory check of the run in progress, and the interval that calls it. */
   private memoryCheck: (() => void) | undefined;
   private memoryTimer: ReturnType<typeof setInterval> | undefined;
+  /** Work that must finish before the next run touches the worker (a default session's adoption). */
+  private pending: Promise<void> | undefined;
 
   constructor(private readonly options: SupervisorOptions) {}
 
   private launchWorker(launch: WorkerLaunch, purpose: WorkerPurpose): Promise<WorkerChannel> {
     const start = this.options.startWorker;
-    return start ? start(launch, purpose) : WorkerProcess.start(launch);
+    if (start) return start(launch, purpose);
+    // A reset starts the session's next worker: kept like the first; a fresh file run's never is.
+    const keep = purpose === "fresh" ? undefined : this.options.keep?.();
+    return keep ? KeptWorker.start({ ...launch, keep }, this.generation + 1) : WorkerProcess.start(launch);
+  }
+
+  /** Runs wait for `work` (an adoption in progress) before they look at the worker. */
+  waitFor(work: Promise<void>): void {
+    const pending: Promise<void> = work
+      .catch((error) => log.error("waiting before the first run failed:", error))
+      .finally(() => {
+        if (this.pending === pending) this.pending = undefined;
+      });
+    this.pending = pending;
+  }
+
+  /** Resolves once the work runs wait for (waitFor) is done. */
+  async settledPending(): Promise<void> {
+    await this.pending;
+  }
+
+  /**
+   * Takes over a worker an earlier server kept (its generation goes on): a parked local worker, or a
+   * kept kernel re-attached. A cell the worker was running holds the slot until its result comes (it
+   * may be among the frames its guardian kept), and the result goes into the history like any other.
+   */
+  adopt(worker: WorkerChannel, handover: Handover): void {
+    this.worker = worker;
+    this.generation = handover.generation;
+    this.python = worker.ready;
+    this.lost = false;
+    if (worker.ready.python_executable.startsWith("/")) this.realPython = worker.ready.python_executable;
+    void worker.closed.then(() => {
+      if (this.worker === worker) this.lost = true;
+      this.watcher?.changed();
+    });
+    const running = handover.running;
+    if (running && !this.active) this.adoptRun(worker, running);
+    handover.begin?.();
+    this.watcher?.changed();
+  }
+
+  private adoptRun(worker: WorkerChannel, running: RunningCell): void {
+    const run = new ActiveRun(
+      { kind: "adopted" },
+      { id: running.id, startedAt: running.started_at, endedAt: running.ended_at },
+    );
+    this.active = run;
+    const spent = (Date.now() - running.started_at) / 1000;
+    const timeout = running.timeout_seconds > 0 ? running.timeout_seconds : TIMEOUT_MAX_SECONDS;
+    const request: RunRequest = {
+      task: run.task,
+      timeoutSeconds: Math.max(TIMEOUT_MIN_SECONDS, timeout - spent),
+      reset: false,
+    };
+    run.done = this.finish(
+      run,
+      request,
+      () => {},
+      async () => {
+        const result = await this.runOn(worker, run, request, undefined, false);
+        if (result.state === "cleared") await this.loseWorker(worker);
+        return result;
+      },
+    );
+    if (this.watcher) this.watcher.started(run);
+  }
+
+  /**
+   * A worker an earlier server kept under this session's name is gone: the count goes on from its
+   * generation and the next start is a recovery, so a cell that expects that generation is refused.
+   */
+  resumeLost(generation: number): void {
+    if (this.worker || this.generation > 0) return;
+    this.generation = generation;
+    this.lost = true;
+  }
+
+  /**
+   * The server is going and this session is kept: the worker is left to its guardian, which parks it (a
+   * cell in progress goes on). An unkept worker is stopped as at any shutdown.
+   */
+  async letGo(): Promise<void> {
+    this.closed = true;
+    const worker = this.worker;
+    this.worker = undefined;
+    if (worker instanceof KeptWorker) await worker.park();
+    else if (worker) await worker.stop();
   }
 
   get running(): boolean {
@@ -145,11 +238,12 @@ export class Supervisor {
     run: ActiveRun,
     request: RunRequest,
     onClientCancel: () => void,
+    drive = () => this.drive(run, request),
   ): Promise<ExecutionResult> {
     try {
       let result: ExecutionResult;
       try {
-        result = await this.drive(run, request);
+        result = await drive();
       } catch (error) {
         log.error("run failed inside the supervisor (a bug):", error);
         result = this.result(run, {
@@ -256,6 +350,7 @@ export class Supervisor {
       return refuse(Failures.staleGeneration);
     }
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch);
+    if (this.pending) await this.pending;
     // Encoded before any worker starts: a cell within the code limit can still outgrow the frame once
     // escaped, and that must be a plain refusal rather than a failure halfway through dispatch.
     const frame = encodeExecuteFrame(run.id, run.task, request.timeoutSeconds);
@@ -387,7 +482,8 @@ export class Supervisor {
     worker: WorkerChannel,
     run: ActiveRun,
     request: RunRequest,
-    frame: Uint8Array,
+    /** undefined: the run is already in the worker (adopted); nothing is sent. */
+    frame: Uint8Array | undefined,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
     let deliver!: (outcome: Outcome) => void;
@@ -417,7 +513,7 @@ export class Supervisor {
 
     try {
       run.status = "running";
-      worker.sendEncoded(frame).catch(() => worker.kill("broken"));
+      if (frame) worker.sendEncoded(frame).catch(() => worker.kill("broken"));
       const first = await outcome;
       if (first.kind === "cancelled") {
         const second = nextOutcome();
