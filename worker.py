@@ -235,6 +235,9 @@ LIBRARY_INT_MAX_BITS = 128           # a longer int in a cell is shown by its si
 VALUE_INFO_MAX_COLUMNS = 50          # columns value_info names
 VALUE_INFO_NAME_MAX_CHARS = 200      # one column name or dtype in value_info
 HISTORY_MAX_RUNS = 64
+HISTORY_SOURCE_MAX_BYTES = 16_384    # one run's source, as a history request returns it
+HISTORY_OUTPUT_MAX_BYTES = 4_096     # each of its outputs there
+HISTORY_FRAME_BUDGET_BYTES = 524_288  # a history request's whole answer (characters)
 HISTORY_MAX_WEIGHT = 1_048_576       # sum of sys.getsizeof of the retained sources
 HISTORY_PREVIEW_MAX_NODES = 512
 CHILD_POLL_INTERVAL = 0.05
@@ -800,32 +803,35 @@ class _CaptureStream(io.TextIOBase):
 # ends the process, even while a cell runs.
 # =====================================================================================================
 class _Execute:
-    __slots__ = ("run_id", "code", "timeout", "source_path", "argv", "inventory")
+    __slots__ = ("run_id", "code", "timeout", "source_path", "argv", "inventory", "history")
 
-    def __init__(self, run_id, code, timeout, source_path=None, argv=(), inventory=False):
+    def __init__(self, run_id, code, timeout, source_path=None, argv=(), inventory=False, history=False):
         self.run_id = run_id
         self.code = code
         self.timeout = timeout
         self.source_path = source_path
         self.argv = argv
         self.inventory = inventory
+        self.history = history
 
 
 def _execute_command(frame):
     """The command an execute frame asks for; ValueError names what is malformed."""
     run_id, source_path, argv = frame.get("id"), frame.get("source_path"), frame.get("argv")
-    inventory = frame.get("inventory", False)
-    # File and inventory runs carry no code of their own, so they may leave `code` out.
-    code = frame.get("code", "" if inventory is True or source_path is not None else None)
+    inventory, history = frame.get("inventory", False), frame.get("history", False)
+    # File, inventory and history runs carry no code of their own, so they may leave `code` out.
+    code = frame.get("code", "" if inventory is True or history is True or source_path is not None else None)
     if type(run_id) is not str or type(code) is not str:
         raise ValueError("execute frame needs string id and code")
-    if type(inventory) is not bool or (source_path is not None and type(source_path) is not str):
-        raise ValueError("execute frame has malformed inventory or source_path")
+    if type(inventory) is not bool or type(history) is not bool:
+        raise ValueError("execute frame has malformed inventory or history")
+    if source_path is not None and type(source_path) is not str:
+        raise ValueError("execute frame has malformed source_path")
     if argv is None:
         argv = []
     elif type(argv) is not list or any(type(item) is not str for item in argv):
         raise ValueError("execute frame argv must be a list of strings")
-    return _Execute(run_id, code, frame.get("timeout"), source_path, argv, inventory)
+    return _Execute(run_id, code, frame.get("timeout"), source_path, argv, inventory, history)
 
 
 _SHUTDOWN = object()
@@ -4890,6 +4896,9 @@ class _Session:
         if command.inventory:
             self._run_inventory(command.run_id)
             return False
+        if command.history:
+            self._run_history(command.run_id)
+            return False
         _ActiveRun.id = command.run_id
         try:
             return self._run(command)
@@ -4973,6 +4982,39 @@ class _Session:
             "state": "preserved",
             "interrupted": False,
             "namespace": _namespace_inventory(self.namespace),
+        }
+        self._send_result(run_id, result)
+
+    def _run_history(self, run_id):
+        """The retained runs for a server that adopted this worker (its viewer shows them): each one's
+        source and what it printed and returned, newest first until the budget, then oldest first."""
+        runs, used = [], 0
+        for retained_id, _filename, source in reversed(list(self._sources.retained())):
+            entry = {"run_id": retained_id, "source": _cut_text(source, HISTORY_SOURCE_MAX_BYTES)[0]}
+            record = _NOTEBOOK.record(retained_id)
+            for kind, first, second in (record.outputs or ()) if record is not None else ():
+                if kind == "stream":
+                    entry[first] = _cut_text(second, HISTORY_OUTPUT_MAX_BYTES)[0]
+                elif kind == "result":
+                    entry["return_value"] = _cut_text(first, HISTORY_OUTPUT_MAX_BYTES)[0]
+                elif kind == "error":
+                    entry["error"] = _cut_text(second, HISTORY_OUTPUT_MAX_BYTES)[0]
+            size = sum(len(value) for value in entry.values())
+            if used + size > HISTORY_FRAME_BUDGET_BYTES:
+                break
+            used += size
+            runs.append(entry)
+        runs.reverse()
+        result = {
+            "success": True,
+            "stdout": "",
+            "stderr": "",
+            "return_value": None,
+            "error": None,
+            "truncated": {"stdout": False, "stderr": False, "return": False},
+            "state": "preserved",
+            "interrupted": False,
+            "history": runs,
         }
         self._send_result(run_id, result)
 

@@ -17,6 +17,8 @@ export const ERROR_CODES = [
   "STATE_CHANGED", //            expected_generation no longer matches the worker
   "RUN_NOT_FOUND", //            no retained or active run has that id
   "NO_ACTIVE_RUN", //            nothing to cancel
+  "SESSION_HELD", //             a kept session of that name and project is held by another live server
+  "SESSION_PARKED", //           the cell's server is gone (the session is parked): nothing brokered, nobody asked
   "PROJECT_INVALID", //          the project directory is missing or not a directory
   "FILE_NOT_FOUND", //           a file to run is missing or not a regular file
   // Python

@@ -170,6 +170,38 @@ export const SHUTDOWN_RUNS_WAIT_MS = 5_000;
 /** Server shutdown ends the process after this even if something hangs (guardians clean up anyway). */
 export const SHUTDOWN_LIMIT_MS = 6_000;
 
+// Kept sessions (docs/sessions.md, "Keeping a session"): a worker parked by its guardian when the server
+// goes, adopted by the next server.
+/** --keep-sessions-max default: the longest keep a session may ask for (a week), in seconds. */
+export const KEEP_MAX_DEFAULT_SECONDS = 7 * 86_400;
+/** The longest --keep-sessions-max accepted (30 days): past that a forgotten worker is only a leak. */
+export const KEEP_MAX_LIMIT_SECONDS = 30 * 86_400;
+/**
+ * Frames a parked guardian keeps for the next server (the result of the cell that ran across the
+ * server's exit, and its output): past this the oldest output goes first, results last.
+ */
+export const PARKED_FRAMES_MAX_BYTES = 4 * 1_048_576;
+/** Bytes a guardian holds toward its server's socket before it stops reading the worker's output. */
+export const KEEPER_RELAY_BACKLOG_MAX_BYTES = 1_048_576;
+/** Connecting to a guardian and proving the secret, for an adoption or a stop. */
+export const ADOPT_HANDSHAKE_TIMEOUT_MS = 5_000;
+/**
+ * A guardian whose holder died but that has not yet seen it (its lifeline's EOF is milliseconds away):
+ * how long an adopting server keeps asking before it calls the session held.
+ */
+export const ADOPT_HOLDER_GONE_WAIT_MS = 2_000;
+/** A kept worker's guardian asked to end: how long beyond the grace the server waits before it kills the group. */
+export const KEEPER_END_MARGIN_MS = 2_000;
+/** A parking record or claim file: a page of JSON (no output, no credential). */
+export const PARKING_RECORD_MAX_BYTES = 65_536;
+/** The parking secret: random bytes (kept as twice as many hex digits in a 0600 file). */
+export const PARKING_SECRET_BYTES = 32;
+/** An adopted session's earlier runs as its worker returns them for the viewer: each output, and the whole answer. */
+export const ADOPTED_HISTORY_OUTPUT_MAX_BYTES = 4_096;
+export const ADOPTED_HISTORY_MAX_BYTES = 524_288;
+/** A Unix socket path must fit sockaddr_un (104 bytes on macOS, 108 on Linux, the NUL included). */
+export const UNIX_SOCKET_PATH_MAX_BYTES = 103;
+
 // Broker
 /** Calls in flight across the broker of one project; more wait in line until their deadline. */
 export const BROKER_CONCURRENT_REQUESTS = 32;
@@ -273,8 +305,17 @@ export const KERNEL_START_TIMEOUT_MAX_SECONDS = 900;
 export const KERNEL_REQUEST_TIMEOUT_MS = 30_000;
 /** A WebSocket message from a kernel; bigger ones are dropped unparsed (ours carry one frame each). */
 export const KERNEL_MESSAGE_MAX_BYTES = 64 * 1024 * 1024;
-/** How long a run waits for a dropped kernel connection to come back before its outcome is unknown. */
+/**
+ * How long a run waits for a dropped kernel connection to come back before its outcome is unknown (and
+ * how long a connection that dropped between runs is tried again before it waits for the next run).
+ */
 export const KERNEL_RECONNECT_WAIT_MS = 10_000;
+/** The pause before the second attempt to reconnect to a kernel (the first is at once); doubled after each. */
+export const KERNEL_RECONNECT_FIRST_DELAY_MS = 250;
+/** The longest pause between two attempts to reconnect, so that attempts keep coming while a run waits. */
+export const KERNEL_RECONNECT_MAX_DELAY_MS = 1_000;
+/** How long one attempt to open a kernel's WebSocket may take before it is dropped for a fresh one. */
+export const KERNEL_RECONNECT_ATTEMPT_MS = 3_000;
 /** How long a kernel restart may take (the server waits for the new kernel's first answer). */
 export const KERNEL_RESTART_TIMEOUT_MS = 60_000;
 /** The oldest Python a kernel may run (as for local interpreters). */

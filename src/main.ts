@@ -13,5 +13,6 @@ if (process.argv[2] === GUARDIAN_FLAG) {
     serve,
     doctor: async (options) => (await import("./doctor/doctor.ts")).doctor(options),
     viewer: async (options) => (await import("./viewer/command.ts")).viewerCommand(options),
+    sessions: async (options) => (await import("./parking/command.ts")).sessionsCommand(options),
   });
 }

@@ -15,6 +15,7 @@ import { clientContext } from "./server/server.ts";
 import { serveStdio } from "./server/stdio.ts";
 import type { ClientSettings } from "./server/tools/tool.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
+import { adoptionRefusal } from "./sandbox/record.ts";
 import { Sessions } from "./sessions/registry.ts";
 import { SessionScope } from "./sessions/scope.ts";
 
@@ -56,6 +57,11 @@ export async function serve(options: ServeOptions): Promise<void> {
     scopes: options.scopes,
     journal,
     sandbox,
+    keep: {
+      defaultSeconds: options.keepSessionsSeconds,
+      maxSeconds: options.keepMaxSeconds,
+      hooks: { refuseAdoption: (containment) => adoptionRefusal(containment, sandbox !== undefined) },
+    },
   });
   const settings = {
     maxMemoryMib: options.maxMemoryMib,
@@ -91,10 +97,11 @@ export async function serve(options: ServeOptions): Promise<void> {
     serving();
     return;
   }
-  const served = serveStdio(
-    clientContext(new SessionScope(sessions, { earlierJournal: true }), settings),
-    servingAfterOpening(),
-  );
+  const scope = new SessionScope(sessions, { earlierJournal: true });
+  // A default session an earlier server of this project parked is adopted before the first request, so
+  // python_health already shows it (a few milliseconds; nothing at all when nothing was parked).
+  await sessions.keptReady(scope.default);
+  const served = serveStdio(clientContext(scope, settings), servingAfterOpening());
   await served;
   await stop(0);
 }

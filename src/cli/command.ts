@@ -6,13 +6,18 @@ import { parseArgs } from "citty";
 import * as v from "valibot";
 import { parseScopes, type Scope } from "../broker/registry.ts";
 import { describe } from "../errors.ts";
-import { APPROVAL_TIMEOUT_MAX_SECONDS, APPROVAL_TIMEOUT_MIN_SECONDS } from "../limits.ts";
+import {
+  APPROVAL_TIMEOUT_MAX_SECONDS,
+  APPROVAL_TIMEOUT_MIN_SECONDS,
+  KEEP_MAX_LIMIT_SECONDS,
+} from "../limits.ts";
 import { LOG_LEVELS, type LogLevelName } from "../log.ts";
+import { DurationError, formatDuration, parseDuration } from "../parking/duration.ts";
 import { ResultStyleSetting } from "../server/styles/table.ts";
 import { NAME, VERSION } from "../version.ts";
 import { palette } from "./colour.ts";
-import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS, VIEWER_FLAGS } from "./flags.ts";
-import { doctorHelp, serveHelp, viewerHelp } from "./help.ts";
+import { DOCTOR_FLAGS, type Flag, SERVE_FLAGS, SESSIONS_FLAGS, VIEWER_FLAGS } from "./flags.ts";
+import { doctorHelp, serveHelp, sessionsHelp, viewerHelp } from "./help.ts";
 import { type HttpOptions, httpOptions } from "./http.ts";
 
 /** Where things are: shared by serving and doctor. */
@@ -54,6 +59,16 @@ export interface ServeOptions extends Placement {
   oauthLogin: string | undefined;
   /** --viewer (or REPL_MCP_VIEWER=1): serve the live page of sessions and runs. */
   viewer: boolean;
+  /** --keep-sessions: seconds the default session (and opened ones, by default) outlive the server; 0 = none. */
+  keepSessionsSeconds: number;
+  /** --keep-sessions-max: the longest keep a session may ask for, in seconds. */
+  keepMaxSeconds: number;
+}
+
+export interface SessionsCommandOptions {
+  /** `stop`: end parked sessions (by name, or --all); otherwise list them. */
+  stop: { name: string | undefined; all: boolean; project: string | undefined } | undefined;
+  json: boolean;
 }
 
 export interface ViewerOptions {
@@ -70,6 +85,7 @@ export interface Commands {
   serve(options: ServeOptions): Promise<void>;
   doctor(options: DoctorOptions): Promise<number>;
   viewer(options: ViewerOptions): Promise<number>;
+  sessions(options: SessionsCommandOptions): Promise<number>;
 }
 
 export class UsageError extends Error {}
@@ -77,7 +93,7 @@ export class UsageError extends Error {}
 const camel = (name: string) => name.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase());
 
 /** citty's parse, then every key checked: it reports each flag under its name and camelCase alias. */
-function parse(raw: string[], flags: Record<string, Flag>): Record<string, unknown> {
+function parse(raw: string[], flags: Record<string, Flag>, positionals = 0): Record<string, unknown> {
   // Defaults are applied below, after the environment, so a variable can stand in for an absent flag.
   const table = Object.fromEntries(
     Object.entries(flags).map(([name, { default: _, ...flag }]) => [name, flag]),
@@ -99,7 +115,9 @@ function parse(raw: string[], flags: Record<string, Flag>): Record<string, unkno
     throw new UsageError(`unknown option ${dashes}${unknown}`);
   }
   const positional = parsed._ as string[] | undefined;
-  if (positional?.length) throw new UsageError(`unexpected argument "${positional[0]}"`);
+  if (positional && positional.length > positionals) {
+    throw new UsageError(`unexpected argument "${positional[positionals]}"`);
+  }
   for (const [name, flag] of Object.entries(flags)) {
     if (flag.type === "boolean" && flag.env && parsed[name] === undefined) {
       parsed[name] = envSwitch(flag.env);
@@ -170,6 +188,18 @@ function serveOptions(raw: string[]): ServeOptions {
   if (!(level in LOG_LEVELS)) {
     throw new UsageError(`--log-level must be one of ${Object.keys(LOG_LEVELS).join(", ")} (got "${level}")`);
   }
+  const keepMaxSeconds = durationFlag(parsed, "keep-sessions-max");
+  if (keepMaxSeconds === 0 || keepMaxSeconds > KEEP_MAX_LIMIT_SECONDS) {
+    throw new UsageError(
+      `--keep-sessions-max must be more than 0 and at most ${formatDuration(KEEP_MAX_LIMIT_SECONDS)} (got "${String(parsed["keep-sessions-max"])}")`,
+    );
+  }
+  const keepSessionsSeconds = durationFlag(parsed, "keep-sessions");
+  if (keepSessionsSeconds > keepMaxSeconds) {
+    throw new UsageError(
+      `--keep-sessions "${String(parsed["keep-sessions"])}" is longer than --keep-sessions-max (${formatDuration(keepMaxSeconds)})`,
+    );
+  }
   const style = v.safeParse(ResultStyleSetting, parsed["result-style"]);
   if (!style.success) {
     throw new UsageError(
@@ -185,7 +215,40 @@ function serveOptions(raw: string[]): ServeOptions {
     logLevel: level as LogLevelName,
     oauthLogin: parsed["oauth-login"] as string | undefined,
     viewer: parsed.viewer === true,
+    keepSessionsSeconds,
+    keepMaxSeconds,
   };
+}
+
+/** A duration flag's seconds; a value that is no duration is a usage error naming the flag and the value. */
+function durationFlag(parsed: Record<string, unknown>, name: string): number {
+  const value = String(parsed[name]);
+  try {
+    return parseDuration(value);
+  } catch (error) {
+    if (!(error instanceof DurationError)) throw error;
+    const from = parsed[`${name}:from-env`]
+      ? ` (from ${(SERVE_FLAGS as Record<string, Flag>)[name]?.env})`
+      : "";
+    throw new UsageError(`--${name}${from}: ${error.message}`);
+  }
+}
+
+function sessionsOptions(raw: string[]): SessionsCommandOptions {
+  const parsed = parse(raw, SESSIONS_FLAGS, 2);
+  const positional = (parsed._ as string[] | undefined) ?? [];
+  const json = parsed.json === true;
+  const all = parsed.all === true;
+  const project = parsed.project as string | undefined;
+  if (positional.length === 0) {
+    if (all || project !== undefined) throw new UsageError("--all and --project go with stop");
+    return { stop: undefined, json };
+  }
+  if (positional[0] !== "stop") throw new UsageError(`unknown sessions command "${positional[0]}"; try stop`);
+  const name = positional[1];
+  if ((name === undefined) === !all) throw new UsageError("sessions stop takes a session name or --all");
+  if (all && project !== undefined) throw new UsageError("--project goes with a session name, not --all");
+  return { stop: { name, all, project }, json };
 }
 
 function doctorOptions(raw: string[]): DoctorOptions {
@@ -222,10 +285,18 @@ const SUBCOMMANDS = {
     run: (commands: Commands, raw: string[]) =>
       commands.viewer({ open: parse(raw, VIEWER_FLAGS).open === true }),
   },
+  sessions: {
+    help: sessionsHelp,
+    run: (commands: Commands, raw: string[]) => commands.sessions(sessionsOptions(raw)),
+  },
 } as const;
 
 export async function runCli(commands: Commands, raw = process.argv.slice(2)): Promise<void> {
-  const name = raw[0] === "doctor" || raw[0] === "viewer" ? raw[0] : undefined;
+  const first = raw[0];
+  const name =
+    first !== undefined && Object.hasOwn(SUBCOMMANDS, first)
+      ? (first as keyof typeof SUBCOMMANDS)
+      : undefined;
   const sub = name === undefined ? undefined : SUBCOMMANDS[name];
   const rest = sub ? raw.slice(1) : raw;
   if (asks(rest, "--help", "-h")) {

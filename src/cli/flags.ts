@@ -3,9 +3,11 @@
 import {
   APPROVAL_TIMEOUT_DEFAULT_SECONDS,
   HTTP_IDLE_TIMEOUT_DEFAULT_SECONDS,
+  KEEP_MAX_DEFAULT_SECONDS,
   RSS_DEFAULT_MIB,
 } from "../limits.ts";
 import { LOG_LEVELS } from "../log.ts";
+import { formatDuration } from "../parking/duration.ts";
 
 export interface Flag {
   type: "string" | "boolean";
@@ -115,6 +117,20 @@ export const SERVE_FLAGS = {
     default: String(RSS_DEFAULT_MIB),
     valueHint: "mib",
   },
+  "keep-sessions": {
+    type: "string",
+    description:
+      "Keep the default session, and by default every opened session, this long after the server exits (90m, 8h, 7d): the next server adopts it with its variables; 0 keeps none",
+    default: "0",
+    valueHint: "duration",
+    env: "REPL_MCP_KEEP_SESSIONS",
+  },
+  "keep-sessions-max": {
+    type: "string",
+    description: "The longest keep a session may ask for (python_session_open's keep)",
+    default: formatDuration(KEEP_MAX_DEFAULT_SECONDS),
+    valueHint: "duration",
+  },
   "approval-timeout-s": {
     type: "string",
     description:
@@ -162,11 +178,23 @@ export const VIEWER_FLAGS = {
   },
 } satisfies Record<string, Flag>;
 
+export const SESSIONS_FLAGS = {
+  json: { type: "boolean", description: "Print the list as one JSON object" },
+  all: { type: "boolean", description: "With stop: end every parked session of this user" },
+  project: {
+    type: "string",
+    description:
+      "With stop NAME: the session's project directory (needed when several projects park that name)",
+    valueHint: "path",
+  },
+} satisfies Record<string, Flag>;
+
 export const ENVIRONMENT: [name: string, meaning: string][] = [
   ["REPL_MCP_PYTHON", "default interpreter, as --python"],
   ["REPL_MCP_NO_BRIDGE=1", "disable the broker (set for workers and stdio peers, so brokers never nest)"],
   ["REPL_MCP_LOG_LEVEL", "default for --log-level"],
   ["REPL_MCP_KERNELS", "default for --kernels"],
+  ["REPL_MCP_KEEP_SESSIONS", "default for --keep-sessions"],
   ["REPL_MCP_RESULT_STYLE", "default for --result-style (auto, structured or text)"],
   ["REPL_MCP_VIEWER=1", "as --viewer (never passed to children)"],
   [
@@ -175,7 +203,7 @@ export const ENVIRONMENT: [name: string, meaning: string][] = [
   ],
   [
     "XDG_RUNTIME_DIR",
-    "where a generated HTTP token and the viewers' address files are kept (else the cache directory)",
+    "where a generated HTTP token, the viewers' address files and parked sessions are kept (else the cache directory)",
   ],
   ["XDG_CACHE_HOME", "the worker's cache directory (default ~/.cache/repl-mcp)"],
   ["HOME", "needed for the user and local registry scopes (~/.claude.json)"],

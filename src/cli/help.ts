@@ -2,7 +2,7 @@
 // reads and a client configuration to copy. Built from the flag table, so it cannot fall behind it.
 import { NAME, VERSION } from "../version.ts";
 import { type Palette, palette } from "./colour.ts";
-import { DOCTOR_FLAGS, ENVIRONMENT, type Flag, SERVE_FLAGS, VIEWER_FLAGS } from "./flags.ts";
+import { DOCTOR_FLAGS, ENVIRONMENT, type Flag, SERVE_FLAGS, SESSIONS_FLAGS, VIEWER_FLAGS } from "./flags.ts";
 
 function flagLines(flags: Record<string, Flag>, paint: Palette, extra: [string, string][] = []): string[] {
   const rows = Object.entries(flags).map(([name, flag]) => {
@@ -43,6 +43,7 @@ export function serveHelp(stream: { isTTY?: boolean }): string {
     `  ${NAME} [options]           serve MCP over stdio (what an MCP client runs)`,
     `  ${NAME} doctor [options]    check this setup: interpreter, registry, credentials, journal`,
     `  ${NAME} viewer [--open]     list the viewers (--viewer) of your running servers, or open one`,
+    `  ${NAME} sessions [stop NAME|--all]  list kept sessions (parked or held), or end parked ones`,
     `  ${NAME} --version           print the version`,
     "",
     paint.bold("Options:"),
@@ -92,6 +93,26 @@ export function viewerHelp(stream: { isTTY?: boolean }): string {
     "",
     paint.bold("Options:"),
     ...flagLines(VIEWER_FLAGS, paint),
+    "",
+  ].join("\n");
+}
+
+export function sessionsHelp(stream: { isTTY?: boolean }): string {
+  const paint = palette(stream);
+  return [
+    `${paint.bold(`${NAME} sessions`)}: the kept sessions of this user (python_session_open's keep, or`,
+    "--keep-sessions): those parked, waiting for a server to adopt them, and those a running server holds,",
+    "with their project, name, age, memory, expiry and holder. stop ends parked ones now: the worker, its",
+    "process group and its record. A held session is ended by its server (python_session_close).",
+    "Exit status 0 on success, 1 when a session to stop was not found or could not be stopped.",
+    "",
+    paint.bold("Usage:"),
+    `  ${NAME} sessions [--json]`,
+    `  ${NAME} sessions stop NAME [--project DIR]`,
+    `  ${NAME} sessions stop --all`,
+    "",
+    paint.bold("Options:"),
+    ...flagLines(SESSIONS_FLAGS, paint),
     "",
   ].join("\n");
 }

@@ -11,6 +11,7 @@ import { interpreterSection } from "./interpreter.ts";
 import { journalSection } from "./journal.ts";
 import { kernelFiles, kernelsSection } from "./kernels.ts";
 import { sandboxSection } from "./sandbox.ts";
+import { parkingSection } from "./parking.ts";
 import type { Finding, Section } from "./report.ts";
 
 export async function doctor(options: DoctorOptions): Promise<number> {
@@ -27,6 +28,7 @@ export async function doctor(options: DoctorOptions): Promise<number> {
     const kernels = await kernelsSection(options.kernels, project);
     if (kernels) sections.kernels = kernels;
     sections.sandbox = await sandboxSection(options, project, kernelFiles(options.kernels, project));
+    sections.kept = parkingSection();
     if (options.connect !== undefined) sections.connect = await connectSection(broker, options.connect);
   } finally {
     await broker.close();

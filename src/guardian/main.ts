@@ -7,10 +7,14 @@
 // One guardian runs beside every worker and stdio peer, so it stays small: it writes its events
 // through a FileSink rather than node:fs, loads node:fs only to let go of the child's pipes, and the
 // server starts it without a JIT (see guardian/spawn.ts).
+//
+// A kept session's worker is the exception (keeper.ts, loaded only then): its guardian holds the
+// worker's pipes, relays its frames, and when the server goes it parks the worker instead of ending it.
 import * as v from "valibot";
 import { GUARDIAN_CHILD_EXIT_WAIT_MS, GUARDIAN_EVENT_FLUSH_MS, GUARDIAN_SPEC_MAX_BYTES } from "../limits.ts";
 import { waitAtMost } from "../timeout.ts";
 import { decodeLine, LineSplitter } from "../wire/lines.ts";
+import type { Keeper } from "./keeper.ts";
 import { signalGroup } from "./kill.ts";
 import { CONTROL_FD, ControlMessage, EVENT_FD, type GuardianEvent, type SpawnSpec } from "./protocol.ts";
 
@@ -31,14 +35,23 @@ export async function runGuardian(): Promise<never> {
   process.on("SIGINT", () => {});
   const jobs = new Set<number>();
   let child: ReturnType<typeof Bun.spawn> | undefined;
+  let keeper: Keeper | undefined;
   let cleanup: string[] = [];
+  let finishing: Promise<never> | undefined;
 
-  const finish = async (code: number): Promise<never> => {
-    if (child && child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  const finish = (code: number): Promise<never> => {
+    finishing ??= end(code);
+    return finishing;
+  };
+  const end = async (code: number): Promise<never> => {
+    const running = child ?? keeper?.child;
+    if (running && running.exitCode === null && running.signalCode === null) running.kill("SIGKILL");
     for (const pgid of jobs) signalGroup(pgid, "SIGKILL");
     // The server takes our exit for the child's: it must be gone (reaped), not merely sent SIGKILL.
-    if (child) await waitAtMost(child.exited, GUARDIAN_CHILD_EXIT_WAIT_MS);
+    if (running) await waitAtMost(running.exited, GUARDIAN_CHILD_EXIT_WAIT_MS);
+    // Only now is the child gone for good: a parked worker keeps what it had outside itself.
     removeAll(cleanup);
+    keeper?.gone();
     // The child and the jobs are already gone: a server that reads nothing cannot hold the rest up.
     await waitAtMost(Promise.resolve(events.flush()), GUARDIAN_EVENT_FLUSH_MS);
     // Whatever else is left in our group (the child's own children) goes too, and so do we.
@@ -55,8 +68,14 @@ export async function runGuardian(): Promise<never> {
         const message = v.parse(ControlMessage, JSON.parse(decodeLine(line)));
         if (message.type === "job") jobs.add(message.pgid);
         else if (message.type === "job_done") jobs.delete(message.pgid);
-        else if (child) throw new Error("a guardian runs one child");
-        else {
+        else if (message.type === "end") void keeper?.end(message.grace_ms);
+        else if (child || keeper) throw new Error("a guardian runs one child");
+        else if (message.keep) {
+          cleanup = message.spec.cleanup ?? [];
+          const { Keeper } = await import("./keeper.ts");
+          keeper = Keeper.start(message.spec, message.keep, { jobs, emit, finish });
+          if (!keeper) return finish(1);
+        } else {
           cleanup = message.spec.cleanup ?? [];
           child = start(message.spec, () => void finish(0));
           if (!child) return finish(1);
@@ -66,7 +85,11 @@ export async function runGuardian(): Promise<never> {
   } catch (error) {
     emit({ type: "error", message: `guardian control channel failed: ${(error as Error).message}` });
   }
-  // Control EOF: the server is gone or let us go.
+  // Control EOF: the server is gone or let us go. A kept worker is parked, not ended.
+  if (keeper) {
+    keeper.lifelineLost();
+    return await new Promise<never>(() => {});
+  }
   return finish(0);
 }
 

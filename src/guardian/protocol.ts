@@ -20,8 +20,32 @@ export const SpawnSpec = v.strictObject({
 });
 export type SpawnSpec = v.InferOutput<typeof SpawnSpec>;
 
+/**
+ * For a kept session's worker (docs/architecture.md, "Parking"): the guardian holds the worker's pipes,
+ * relays its frames over a socket of its own, and parks the worker instead of ending it when its
+ * server goes. What the record says of the session, and the secret an adopter must prove it knows.
+ */
+export const KeepSpec = v.strictObject({
+  /** The parking directory (0700, existing). */
+  dir: v.string(),
+  key: v.pipe(v.string(), v.regex(/^[0-9a-f]{16}$/)),
+  secret: v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/)),
+  keep_seconds: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  holder_pid: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  boot_id: v.string(),
+  project: v.string(),
+  name: v.string(),
+  interpreter: v.string(),
+  generation: v.pipe(v.number(), v.integer(), v.minValue(1)),
+  /** Opaque to the guardian: what a contained session records to stay contained after adoption. */
+  containment: v.optional(v.unknown()),
+});
+export type KeepSpec = v.InferOutput<typeof KeepSpec>;
+
 export const ControlMessage = v.variant("type", [
-  v.strictObject({ type: v.literal("spawn"), spec: SpawnSpec }),
+  v.strictObject({ type: v.literal("spawn"), spec: SpawnSpec, keep: v.optional(KeepSpec) }),
+  /** A keeping guardian: end the worker for good (stdin EOF, SIGTERM after half the grace, then SIGKILL). */
+  v.strictObject({ type: v.literal("end"), grace_ms: v.pipe(v.number(), v.integer(), v.minValue(0)) }),
   /** A detached process group the child created; killed with everything else. */
   v.strictObject({ type: v.literal("job"), pgid: v.pipe(v.number(), v.integer(), v.minValue(2)) }),
   v.strictObject({ type: v.literal("job_done"), pgid: v.pipe(v.number(), v.integer(), v.minValue(2)) }),

@@ -11,7 +11,7 @@ import { decodeLine, readLines } from "../wire/lines.ts";
 import { inheritableEnv } from "./env.ts";
 import { GUARDIAN_FLAG } from "./flag.ts";
 import { signalGroup } from "./kill.ts";
-import { GuardianEvent, type SpawnSpec } from "./protocol.ts";
+import { GuardianEvent, type KeepSpec, type SpawnSpec } from "./protocol.ts";
 
 function guardianCommand(): string[] {
   // A compiled binary runs its embedded entry from a virtual path; from a checkout, bun needs the script.
@@ -29,36 +29,48 @@ function guardianCommand(): string[] {
  */
 const GUARDIAN_ENV = { BUN_JSC_useJIT: "0" };
 
+/**
+ * A keeping guardian may sit parked for days: Bun's periodic garbage-collection timer would wake it
+ * (and the allocator's scavenger after it) several times a second for nothing. Without the timer a
+ * parked guardian takes no CPU at all; collections still happen when it allocates.
+ */
+const KEEPER_ENV = { ...GUARDIAN_ENV, BUN_GC_TIMER_DISABLE: "1" };
+
 export interface ChildExit {
   code: number | null;
   signal: string | null;
 }
 
-export class GuardedProcess {
+/**
+ * A guardian as the server holds it: its process group, its control and event fds, and the child's pid
+ * and exit as it reports them. GuardedProcess adds the child's pipes; a kept worker's guardian
+ * (KeptGuardian) holds those itself.
+ */
+class GuardianLink {
   /** The guardian's pid, which is also the group id of the guardian and the child. */
   readonly pgid: number;
-  readonly stdin: FileSink;
-  readonly stdout: ReadableStream<Uint8Array>;
-  readonly stderr: ReadableStream<Uint8Array> | undefined;
   /** Resolves with the child's pid once the guardian started it; rejects if it could not. */
   readonly childPid: Promise<number>;
   /** Resolves when the guardian is gone (and with it the whole group). */
   readonly exited: Promise<ChildExit | null>;
+  protected readonly proc: ReturnType<typeof Bun.spawn>;
   private controlFd: number | undefined;
   /** Control lines are written one after another, in order. */
   private control: Promise<void> = Promise.resolve();
   private rejectPid: (error: Error) => void = () => {};
 
-  constructor(spec: SpawnSpec, options: { stderr: "pipe" | "ignore" }) {
+  protected constructor(
+    stdio: ["pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"],
+    spawn: Record<string, unknown>,
+    ownEnv: Record<string, string> = GUARDIAN_ENV,
+  ) {
     const proc = Bun.spawn(guardianCommand(), {
-      stdio: ["pipe", "pipe", options.stderr, "pipe", "pipe"],
+      stdio: [...stdio, "pipe", "pipe"],
       detached: true,
-      env: { ...inheritableEnv(), ...GUARDIAN_ENV },
+      env: { ...inheritableEnv(), ...ownEnv },
     });
+    this.proc = proc;
     this.pgid = proc.pid;
-    this.stdin = proc.stdin;
-    this.stdout = proc.stdout;
-    this.stderr = options.stderr === "pipe" ? (proc.stderr as ReadableStream<Uint8Array>) : undefined;
     const controlFd = proc.stdio[3] as unknown as number;
     const eventFd = proc.stdio[4] as unknown as number;
     this.controlFd = controlFd;
@@ -83,7 +95,7 @@ export class GuardedProcess {
 
     this.exited = proc.exited.then(async () => {
       // A guardian killed from outside cannot clean up after itself; make sure its group is gone.
-      signalGroup(this.pgid, "SIGKILL");
+      if (!this.released) signalGroup(this.pgid, "SIGKILL");
       await events;
       try {
         closeSync(eventFd);
@@ -93,8 +105,11 @@ export class GuardedProcess {
       return childExit;
     });
 
-    this.sendControl({ type: "spawn", spec });
+    this.sendControl({ type: "spawn", ...spawn });
   }
+
+  /** Set when the server lets a kept worker's guardian go: its group is then no longer ours to kill. */
+  protected released = false;
 
   registerJob(pgid: number): void {
     this.sendControl({ type: "job", pgid });
@@ -106,34 +121,6 @@ export class GuardedProcess {
 
   signal(signal: NodeJS.Signals): void {
     signalGroup(this.pgid, signal);
-  }
-
-  /**
-   * The one way to end a guarded child: close its stdin (a worker or MCP peer leaves on EOF), after
-   * half the grace SIGTERM the child, after the rest SIGKILL the whole group; resolves once the
-   * guardian and its group are gone. graceMs 0 kills at once.
-   */
-  async stop(graceMs: number): Promise<void> {
-    try {
-      this.stdin.end();
-    } catch {}
-    if (graceMs > 0 && !(await settlesWithin(this.exited, graceMs / 2))) {
-      // Only the child: SIGTERM to the group would reach the guardian, which answers it with SIGKILL.
-      const pid = await withTimeout(
-        this.childPid.catch(() => 0),
-        0,
-        () => 0,
-      );
-      if (pid > 1) {
-        try {
-          process.kill(pid, "SIGTERM");
-        } catch {}
-      }
-      await settlesWithin(this.exited, graceMs / 2);
-    }
-    this.signal("SIGKILL");
-    this.closeControl();
-    await this.exited;
   }
 
   /** Cuts the lifeline: the guardian kills the child and its group, then exits. */
@@ -150,7 +137,7 @@ export class GuardedProcess {
    * a guardian that takes none of a line within the deadline is useless, so it is ended (and anything
    * it started) and whoever waits on `childPid` hears why.
    */
-  private sendControl(message: unknown): void {
+  protected sendControl(message: unknown): void {
     const bytes = Buffer.from(`${JSON.stringify(message)}\n`);
     this.control = this.control.then(async () => {
       try {
@@ -181,6 +168,70 @@ export class GuardedProcess {
         pauseMs = Math.min(pauseMs * 2, 20);
       }
     }
+  }
+}
+
+/** A child whose stdio are pipes the server reads and writes directly (the guardian never copies them). */
+export class GuardedProcess extends GuardianLink {
+  readonly stdin: FileSink;
+  readonly stdout: ReadableStream<Uint8Array>;
+  readonly stderr: ReadableStream<Uint8Array> | undefined;
+
+  constructor(spec: SpawnSpec, options: { stderr: "pipe" | "ignore" }) {
+    super(["pipe", "pipe", options.stderr], { spec });
+    this.stdin = this.proc.stdin as FileSink;
+    this.stdout = this.proc.stdout as ReadableStream<Uint8Array>;
+    this.stderr = options.stderr === "pipe" ? (this.proc.stderr as ReadableStream<Uint8Array>) : undefined;
+  }
+
+  /**
+   * The one way to end a guarded child: close its stdin (a worker or MCP peer leaves on EOF), after
+   * half the grace SIGTERM the child, after the rest SIGKILL the whole group; resolves once the
+   * guardian and its group are gone. graceMs 0 kills at once.
+   */
+  async stop(graceMs: number): Promise<void> {
+    try {
+      this.stdin.end();
+    } catch {}
+    if (graceMs > 0 && !(await settlesWithin(this.exited, graceMs / 2))) {
+      // Only the child: SIGTERM to the group would reach the guardian, which answers it with SIGKILL.
+      const pid = await withTimeout(
+        this.childPid.catch(() => 0),
+        0,
+        () => 0,
+      );
+      if (pid > 1) {
+        try {
+          process.kill(pid, "SIGTERM");
+        } catch {}
+      }
+      await settlesWithin(this.exited, graceMs / 2);
+    }
+    this.signal("SIGKILL");
+    this.closeControl();
+    await this.exited;
+  }
+}
+
+/**
+ * A kept session's worker under a keeping guardian (guardian/keeper.ts): the guardian holds the worker's
+ * pipes and the server speaks to it over the guardian's socket. Its own stdio are /dev/null, so a
+ * parked guardian writes to no pipe that nobody reads.
+ */
+export class KeptGuardian extends GuardianLink {
+  constructor(spec: SpawnSpec, keep: KeepSpec) {
+    super(["ignore", "ignore", "ignore"], { spec, keep }, KEEPER_ENV);
+  }
+
+  /** Asks the guardian to end the worker for good (it runs the grace itself). */
+  end(graceMs: number): void {
+    this.sendControl({ type: "end", grace_ms: Math.round(graceMs) });
+  }
+
+  /** Lets the guardian go: it parks the worker; its group is no longer this server's to kill. */
+  release(): void {
+    this.released = true;
+    this.closeControl();
   }
 }
 

@@ -80,7 +80,8 @@ function loaderExpression(cwd: string | undefined, withSource: boolean): string 
 /**
  * Checks the kernel's language and version, then loads the engine; rejects with what is wrong. The
  * first request names the engine without its source (found in the kernel or its host's cache); only
- * when that misses are the 230 KB sent. It is sent without waiting for kernel_info, which it queues behind.
+ * when that misses are the 230 KB sent. It is sent first, the question for the language and version
+ * right behind it, so neither waits for the other's round trip.
  */
 export async function loadEngine(
   kernel: KernelLink,
@@ -89,12 +90,10 @@ export async function loadEngine(
 ): Promise<EngineReady> {
   const request = (withSource: boolean) =>
     withTimeout(
-      kernel.execute("", {
-        userExpressions: {
-          load: loaderExpression(cwd, withSource),
-          ready: "__import__('repl_mcp_engine').kernel_ready()",
-          cwd: "__import__('os').getcwd()",
-        },
+      kernel.evaluate({
+        load: loaderExpression(cwd, withSource),
+        ready: "__import__('repl_mcp_engine').kernel_ready()",
+        cwd: "__import__('os').getcwd()",
       }),
       KERNEL_REQUEST_TIMEOUT_MS,
       () => {
@@ -106,7 +105,9 @@ export async function loadEngine(
     );
   const first = request(false);
   first.catch(() => {});
-  const info = await kernel.info();
+  const info = await withTimeout(kernel.info(), KERNEL_REQUEST_TIMEOUT_MS, () => {
+    throw new ReplError("WORKER_START_FAILED", `The kernel (${label}) did not say which language it runs`);
+  });
   if (info.language.toLowerCase() !== "python") {
     throw new ReplError(
       "PYTHON_UNSUPPORTED",

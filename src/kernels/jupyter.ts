@@ -1,9 +1,11 @@
 // The one place that speaks the Jupyter Server API, through @jupyterlab/services (the client JupyterLab
 // itself uses): the kernelspecs, and kernels started, attached to, executed on, interrupted, restarted and
-// shut down. Two things are ours. The token travels in an Authorization header, never in a URL (a URL
-// ends up in logs). And every message received is answered at once with a WebSocket pong: the Jupyter
+// shut down. Three things are ours. The token travels in an Authorization header, never in a URL (a URL
+// ends up in logs). Every message received is answered at once with a WebSocket pong: the Jupyter
 // server's Nagle holds its next small write until our ACK, which the kernel would otherwise delay by
-// 40 ms, on every round trip (docs/kernels.md, "Speed").
+// 40 ms, on every round trip (docs/kernels.md, "Speed"). And a dropped WebSocket is reopened on our
+// terms (reconnect.ts): an attempt that fails before it opens never reaches the services, whose answer to
+// it is a pause of 10 to 30 s.
 import {
   type Kernel,
   KernelAPI,
@@ -12,9 +14,11 @@ import {
   KernelSpecAPI,
   ServerConnection,
 } from "@jupyterlab/services";
-import { describe, ReplError } from "../errors.ts";
-import { KERNEL_MESSAGE_MAX_BYTES, KERNEL_REQUEST_TIMEOUT_MS } from "../limits.ts";
+import { KERNEL_REQUEST_TIMEOUT_MS } from "../limits.ts";
 import type { KernelServer } from "./config.ts";
+import { statusOf } from "./failure.ts";
+import { type LinkState, Reconnector } from "./reconnect.ts";
+import { type SocketWatch, socketClass } from "./socket.ts";
 
 export interface LinkOptions {
   /** Pong after every message (default true); false is the naive client, for the bench's comparison. */
@@ -41,23 +45,46 @@ export interface ExecuteOptions {
 
 /** The kernel's execution state as its connection sees it ("idle", "busy", "restarting", "dead", ...). */
 export type KernelStatus = Kernel.Status;
-/** The WebSocket's state: "connecting" while it reconnects, "disconnected" once it gave up. */
-export type ConnectionStatus = Kernel.ConnectionStatus;
+export type { LinkState } from "./reconnect.ts";
 
 /** One kernel reached over its WebSocket. */
 export class KernelLink {
-  /** Set once we close the connection ourselves: a reconnect still under way then has nothing to report. */
+  /** Set once we close the connection ourselves: nothing is tried or reported after that. */
   private detached = false;
+  private readonly reconnector: Reconnector;
 
-  constructor(private readonly kernel: Kernel.IKernelConnection) {
-    // When the server restarts a kernel on its own, the services reconnect from a promise nobody awaits;
-    // closing the connection meanwhile (a seat moving to a new connection) would reject it, and that
-    // unhandled rejection would end this process. A reconnect that fails for any other reason still fails.
+  constructor(
+    private readonly kernel: Kernel.IKernelConnection,
+    sockets: SocketWatch,
+    exists: () => Promise<boolean>,
+  ) {
+    // When the server restarts a kernel on its own, the services reconnect from a promise nobody awaits,
+    // which rejects when the connection is closed meanwhile (a seat moving to a new connection) or when
+    // they give up: that unhandled rejection would end this process. Whether the connection came back
+    // is the reconnector's to say.
     const reconnect = kernel.reconnect.bind(kernel);
-    kernel.reconnect = () =>
-      reconnect().catch((error: unknown) => {
-        if (!this.detached) throw error;
-      });
+    kernel.reconnect = () => reconnect().catch(() => {});
+    this.reconnector = new Reconnector(
+      {
+        reopen: () => {
+          if (this.detached || kernel.isDisposed) return;
+          // The socket given up closes on its way out: not a failure to count.
+          sockets.latest = undefined;
+          void kernel.reconnect();
+        },
+        exists,
+      },
+      kernel.connectionStatus === "connected",
+    );
+    sockets.failed = (socket) => {
+      if (socket === sockets.latest && !this.detached) this.reconnector.attemptFailed();
+    };
+    kernel.connectionStatusChanged.connect((_, status) => {
+      if (this.detached || kernel.isDisposed) return;
+      if (status === "connected") this.reconnector.connected();
+      else if (status === "disconnected") this.reconnector.gaveUp();
+      else if (this.reconnector.state === "connected") this.reconnector.dropped();
+    });
   }
 
   get id(): string {
@@ -73,8 +100,8 @@ export class KernelLink {
     return this.kernel.status;
   }
 
-  get connectionStatus(): ConnectionStatus {
-    return this.kernel.connectionStatus;
+  get connectionStatus(): LinkState {
+    return this.reconnector.state;
   }
 
   /** Calls fn on every status change; returns the way to stop. */
@@ -84,11 +111,14 @@ export class KernelLink {
     return () => this.kernel.statusChanged.disconnect(slot);
   }
 
-  /** Calls fn on every change of the WebSocket's state; returns the way to stop. */
-  onConnection(fn: (status: ConnectionStatus) => void): () => void {
-    const slot = (_: unknown, status: ConnectionStatus) => fn(status);
-    this.kernel.connectionStatusChanged.connect(slot);
-    return () => this.kernel.connectionStatusChanged.disconnect(slot);
+  /** Calls fn on every change of the connection's state (reconnect.ts); returns the way to stop. */
+  onConnection(fn: (status: LinkState) => void): () => void {
+    return this.reconnector.onState(fn);
+  }
+
+  /** Someone waits for the connection: while it is down, attempts keep coming for a whole wait. */
+  want(): void {
+    this.reconnector.want();
   }
 
   /**
@@ -97,33 +127,91 @@ export class KernelLink {
    * answers with a new one.
    */
   async kernelSession(): Promise<string> {
-    // The shell reply alone: after a restart by another client, iopub (and so the request's "idle") may
-    // never reach this connection, while shell still answers.
-    const future = this.kernel.sendShellMessage(
-      KernelMessage.createMessage({
-        msgType: "kernel_info_request",
-        channel: "shell",
-        session: this.kernel.clientId,
-        content: {},
-      }),
-      true,
-      true,
-    );
-    const reply = await new Promise<KernelMessage.IShellMessage>((resolve, reject) => {
-      future.onReply = resolve;
-      future.done.catch(reject);
-    });
-    return reply.header.session;
+    return (await this.shellReply("kernel_info_request", {})).header.session;
   }
 
-  /** The kernel's language and version (kernel_info_reply). */
+  /** The kernel's language and version, from a kernel_info reply of our own (see `shellReply`). */
   async info(): Promise<{ language: string; version: string; implementation: string }> {
-    const info = await this.kernel.info;
+    const info = (await this.shellReply("kernel_info_request", {})).content as KernelMessage.IInfoReply;
     return {
       language: info.language_info.name,
       version: info.language_info.version ?? "",
       implementation: info.implementation,
     };
+  }
+
+  /**
+   * Evaluates user expressions after an empty cell (no output, no history); resolves with the shell
+   * reply, which carries their values.
+   */
+  async evaluate(userExpressions: Record<string, string>): Promise<Executed> {
+    const reply = await this.shellReply("execute_request", {
+      code: "",
+      silent: true,
+      store_history: false,
+      user_expressions: userExpressions,
+      allow_stdin: false,
+      stop_on_error: false,
+    });
+    const content = reply.content as unknown as Record<string, unknown>;
+    return {
+      status: content.status as Executed["status"],
+      executionCount: (content.execution_count as number | undefined) ?? null,
+      userExpressions: (content.user_expressions ?? {}) as Executed["userExpressions"],
+    };
+  }
+
+  /**
+   * Resolves once the connection is open: the attempts keep coming while it waits, for as long as a
+   * request to the server may take; rejects after that, or once the kernel is known to be gone.
+   */
+  private async open(): Promise<void> {
+    if (this.reconnector.state === "connected") return;
+    this.reconnector.want();
+    let off = () => {};
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        timer = setTimeout(
+          () => reject(new Error("the kernel's connection did not open in time")),
+          KERNEL_REQUEST_TIMEOUT_MS,
+        );
+        off = this.reconnector.onState((state) => {
+          if (state === "connected") resolve();
+          else if (state === "gone") reject(new Error("the kernel is gone"));
+          // The attempts stopped with nobody else waiting: this wait still is.
+          else if (state === "disconnected") this.reconnector.want();
+        });
+      });
+    } finally {
+      off();
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * A request answered by its shell reply alone. The services' own requests end with the kernel's
+   * "idle" on iopub too, which a connection can miss: after a restart by another client iopub may never
+   * reach it, and a connection opened while the server restarts a kernel can miss its first iopub
+   * messages (Jupyter Server does not check a new socket's subscription while the kernel is busy), so the
+   * services' own kernel_info after connecting waited forever now and then. Shell replies are not lost
+   * that way.
+   */
+  private async shellReply(
+    msgType: "kernel_info_request" | "execute_request",
+    content: Record<string, unknown>,
+  ): Promise<KernelMessage.IShellMessage> {
+    // The services refuse (rather than queue) a kernel_info request while their first connection is
+    // not open yet.
+    if (msgType === "kernel_info_request") await this.open();
+    // One of two shell requests, chosen at run time: more than createMessage's overloads can type.
+    const create = KernelMessage.createMessage as (options: object) => KernelMessage.IShellMessage;
+    const message = create({ msgType, channel: "shell", session: this.kernel.clientId, content });
+    const future = this.kernel.sendShellMessage(message, true, true);
+    return await new Promise<KernelMessage.IShellMessage>((resolve, reject) => {
+      future.onReply = resolve;
+      future.done.catch(reject);
+    });
   }
 
   async execute(code: string, options: ExecuteOptions = {}): Promise<Executed> {
@@ -207,6 +295,7 @@ export class KernelLink {
   /** Closes our connection and leaves the kernel running (an attached kernel is not ours to stop). */
   detach(): void {
     this.detached = true;
+    this.reconnector.stop();
     this.kernel.dispose();
   }
 }
@@ -215,6 +304,8 @@ export class KernelLink {
 export class JupyterLink {
   private readonly settings: ServerConnection.ISettings;
   private readonly connections = new Set<KernelConnection>();
+  /** The sockets of each connection, by its client id (the session_id in the socket's URL). */
+  private readonly sockets = new Map<string, SocketWatch>();
 
   constructor(
     readonly server: KernelServer,
@@ -223,25 +314,7 @@ export class JupyterLink {
     const headers: Record<string, string> = server.authorization
       ? { authorization: server.authorization }
       : {};
-    const promptAck = options.promptAck ?? true;
-    // The services' own socket class, given our header; Bun's WebSocket takes headers as an option.
-    class AuthorizedSocket extends WebSocket {
-      constructor(url: string | URL, protocols?: string | string[]) {
-        super(url, { protocols, headers } as unknown as string[]);
-        if (promptAck) this.addEventListener("message", () => (this as unknown as { pong(): void }).pong());
-      }
-
-      // A message over the bound is dropped before the services parse it. Ours (one frame each) are
-      // far smaller; a bigger one is another client's output on a shared kernel's broadcast channel.
-      override set onmessage(handler: ((event: MessageEvent) => void) | null) {
-        super.onmessage = handler
-          ? (event: MessageEvent) => {
-              if (messageBytes(event.data) > KERNEL_MESSAGE_MAX_BYTES) return;
-              handler(event);
-            }
-          : null;
-      }
-    }
+    const AuthorizedSocket = socketClass(headers, options.promptAck ?? true, this.sockets);
     const base = server.url;
     const { ca } = server;
     const startMs = server.startTimeoutMs;
@@ -263,7 +336,7 @@ export class JupyterLink {
         };
         return fetch(request, init as RequestInit);
       },
-      WebSocket: AuthorizedSocket as unknown as typeof WebSocket,
+      WebSocket: AuthorizedSocket,
     });
   }
 
@@ -308,63 +381,30 @@ export class JupyterLink {
   dispose(): void {
     for (const connection of this.connections) connection.dispose();
     this.connections.clear();
+    this.sockets.clear();
   }
 
   /** Connects to the kernel a model describes. No KernelManager: it would poll the server's kernel list. */
   connect(model: Kernel.IModel): KernelLink {
-    const connection = new KernelConnection({ model, serverSettings: this.settings, handleComms: false });
+    // The connection opens its first socket as it is made: its watch must be there first.
+    const clientId = crypto.randomUUID();
+    const watch: SocketWatch = { latest: undefined, failed: () => {} };
+    this.sockets.set(clientId, watch);
+    const connection = new KernelConnection({
+      model,
+      serverSettings: this.settings,
+      handleComms: false,
+      clientId,
+    });
     this.connections.add(connection);
-    connection.disposed.connect(() => this.connections.delete(connection));
-    return new KernelLink(connection);
+    connection.disposed.connect(() => {
+      this.connections.delete(connection);
+      this.sockets.delete(clientId);
+    });
+    const exists = async () => {
+      const found = await this.running(model.id);
+      return found !== undefined && found.execution_state !== "dead";
+    };
+    return new KernelLink(connection, watch, exists);
   }
-}
-
-function messageBytes(data: unknown): number {
-  if (typeof data === "string") return data.length * 3;
-  if (data instanceof ArrayBuffer) return data.byteLength;
-  return ArrayBuffer.isView(data) ? data.byteLength : 0;
-}
-
-function statusOf(error: unknown): number | undefined {
-  const response = (error as { response?: { status?: unknown } } | undefined)?.response;
-  return typeof response?.status === "number" ? response.status : undefined;
-}
-
-/**
- * What went wrong talking to a kernel server, as an error an agent can act on: which server, what we
- * were doing, what it answered, what to do. Never the token.
- */
-export function serverFailure(server: KernelServer, doing: string, error: unknown): ReplError {
-  if (error instanceof ReplError) return error;
-  const where = `Kernel server "${server.name}" (${server.url})`;
-  const status = statusOf(error);
-  const fail = (message: string) => new ReplError("KERNEL_SERVER_FAILED", message, { cause: error });
-  if (status === 401 || status === 403) {
-    return fail(
-      `${where} refused the token while ${doing} (HTTP ${status}); check the entry's token or tokenFile`,
-    );
-  }
-  if (status !== undefined && status >= 300 && status < 400) {
-    return fail(
-      `${where} redirected while ${doing} (HTTP ${status}), as to a login page; check the token and that the url is the user server (…/user/<name>/)`,
-    );
-  }
-  if (status === 404) {
-    return fail(`${where} answered 404 while ${doing}; check that the url is a Jupyter server's base URL`);
-  }
-  if (status !== undefined) {
-    return fail(`${where} failed while ${doing} (HTTP ${status}: ${describe(error).slice(0, 300)})`);
-  }
-  const name = (error as { name?: unknown } | undefined)?.name;
-  if (name === "TimeoutError" || name === "AbortError" || /timed out/i.test(describe(error))) {
-    return fail(
-      `${where} did not answer in time while ${doing}; check that it runs, or raise startTimeoutS for slow kernel starts`,
-    );
-  }
-  if (error instanceof SyntaxError || /validation|JSON/i.test(describe(error))) {
-    return fail(`${where} answered something that is not the Jupyter API while ${doing}; check the url`);
-  }
-  return fail(
-    `${where} could not be reached while ${doing} (${describe(error).slice(0, 300)}); check that it runs and the url`,
-  );
 }

@@ -3,15 +3,18 @@
 // becomes an execute_request of kernel_run(<frame>); the engine's frames come back as comm messages on
 // iopub; frames for the engine (bridge answers, rpc_wait, cancel) answer the input request the engine
 // holds open on stdin while a run lasts. The life ends when the namespace is lost (the kernel died, was
-// restarted, a fatal cell), when the connection does not come back during a run, or when the supervisor
-// stops or kills it; the seat (seat.ts) decides what a next life starts from.
+// restarted, is gone, a fatal cell) or when the supervisor stops or kills it; the seat (seat.ts) decides
+// what a next life starts from. A connection that drops does not end it: the kernel and its namespace
+// outlive the WebSocket (as in JupyterLab), and only a run that waits past KERNEL_RECONNECT_WAIT_MS for
+// it is answered without its end (KERNEL_CONNECTION_LOST, the namespace kept).
 import { FRAME_MAX_BYTES, KERNEL_RECONNECT_WAIT_MS } from "../limits.ts";
 import { log } from "../log.ts";
-import type { CloseReason, WorkerChannel } from "../worker/channel.ts";
+import type { CloseReason, LostBefore, WorkerChannel } from "../worker/channel.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame, type WorkerResult } from "../worker/frames.ts";
 import { NativeStderr } from "../worker/native-stderr.ts";
 import type { Failure } from "../worker/result.ts";
-import type { KernelLink } from "./jupyter.ts";
+import type { KernelLink, LinkState } from "./jupyter.ts";
+import { connectionLost, interruptedBeforeStart, newRun, type RunExchange } from "./run-exchange.ts";
 
 /** The prompt of the engine's held input request (worker.py KERNEL_POLL_PROMPT). */
 export const POLL_PROMPT = "\u0000repl-mcp frames";
@@ -27,9 +30,7 @@ export type LifeEnd =
   /** The kernel's server restarted it (it died): the kernel is already fresh. */
   | "restarted"
   /** The kernel is gone (dead, deleted, its server lost it). */
-  | "gone"
-  /** The connection dropped for good: whatever state the kernel is in is unknown. */
-  | "disconnected";
+  | "gone";
 
 export interface LifeOwner {
   /** Which server and kernel, for messages: `kernel 1f2e… on "gpu"`. */
@@ -38,35 +39,28 @@ export interface LifeOwner {
   ended(worker: KernelWorker, how: LifeEnd): Promise<void> | undefined;
 }
 
-/** One run's exchange with the engine: frames waiting for its input request, and who waits for them. */
-interface RunExchange {
-  id: string;
-  queue: unknown[];
-  wake: (() => void) | undefined;
-  /** The request ended (or was dropped). */
-  done: boolean;
-  /** Its result frame came. */
-  resulted: boolean;
-  /** An interrupt was asked for while it ran. */
-  interrupted: boolean;
-}
-
 export class KernelWorker implements WorkerChannel {
   readonly stderr = NativeStderr.unseen();
   onFrame: (frame: WorkerFrame) => void = () => {};
   readonly closed: Promise<CloseReason>;
   /** Why the namespace was lost, when the kernel side says so better than "the worker crashed". */
   loss: Failure | undefined;
+  /** Whether the run in flight when the namespace was lost never reached it (channel.ts). */
+  lostBefore: LostBefore | undefined;
   private closeReason: CloseReason | undefined;
   private resolveClosed!: (reason: CloseReason) => void;
   private readonly listeners = new Set<() => void>();
   private run: RunExchange | undefined;
   private readonly unhooks: (() => void)[];
-  private reconnectTimer: ReturnType<typeof setTimeout> | undefined;
-  /** The WebSocket dropped since the last check that the kernel behind it is still this life's. */
-  private reconnecting = false;
+  /** A run's wait for a connection that is down. */
+  private waitTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The connection is down (and the kernel behind it must be checked again once it is back). */
+  private down = false;
+  /** How many times the connection dropped during this life. */
+  private epoch = 0;
   /** The messaging session of the kernel process this life started on (see `replaced`). */
   private readonly kernelSession: Promise<string | undefined>;
+  private session: string | undefined;
   /** What the owner does once this life ended. */
   private ending: Promise<void> | undefined;
 
@@ -86,6 +80,9 @@ export class KernelWorker implements WorkerChannel {
       this.resolveClosed = resolve;
     });
     this.kernelSession = link.kernelSession().catch(() => undefined);
+    void this.kernelSession.then((session) => {
+      this.session = session;
+    });
     this.unhooks = [
       link.onStatus((status) => {
         // "restarting" we did not ask for (we end this life before restarting) is the server's restart
@@ -139,7 +136,14 @@ export class KernelWorker implements WorkerChannel {
   killJobs(): void {}
 
   interrupt(): void {
-    if (this.run) this.run.interrupted = true;
+    const run = this.run;
+    if (run && !run.sent) {
+      // Still waiting for the connection: nothing of it ran, and the kernel (perhaps running someone
+      // else's cell) is left alone.
+      this.settle(run, interruptedBeforeStart(run.id));
+      return;
+    }
+    if (run) run.interrupted = true;
     this.link.interrupt().catch((error) => log.debug("kernel interrupt failed:", error));
   }
 
@@ -157,41 +161,65 @@ export class KernelWorker implements WorkerChannel {
     await this.ending;
   }
 
-  /** Sends one run to the engine; its frames arrive through onFrame, the result last. */
+  /**
+   * Takes one run; it is sent to the engine over a live connection, at once or once the connection is
+   * back. Its frames arrive through onFrame, the result last.
+   */
   private async execute(frame: { id: string }): Promise<void> {
-    const run: RunExchange = {
-      id: frame.id,
-      queue: [],
-      wake: undefined,
-      done: false,
-      resulted: false,
-      interrupted: false,
-    };
+    const run = newRun(frame);
     this.run = run;
-    if (this.link.connectionStatus !== "connected") this.onConnection(this.link.connectionStatus);
+    // Sent only over a live connection: a run the services queued while it is down could still go out
+    // long after it was answered as not sent.
+    if (this.link.connectionStatus === "connected") this.dispatch(run);
+    else this.awaitConnection(run);
+  }
+
+  private dispatch(run: RunExchange): void {
+    run.sent = true;
+    run.epoch = this.epoch;
     // Another client may have restarted the kernel since the last run, and its restart notice may never
     // reach us (iopub is resubscribed after the kernel's first messages). Asking which process answers,
     // just ahead of the run on the same channel, costs no round trip: the reply comes before the kernel
-    // takes the run, which a new process would ignore.
-    void this.replaced().then((replaced) => {
-      if (replaced) this.endReplaced();
-    });
-    const text = JSON.stringify(frame);
+    // takes the run, which a new process would ignore. The answer also says, should this life end before
+    // the run does, whether this life's process can have taken the run (`untouched`).
+    const asked = this.link.kernelSession();
+    asked.then(
+      (session) => {
+        run.answeredBy = session;
+      },
+      () => {},
+    );
+    void Promise.all([this.kernelSession, asked]).then(
+      ([mine, now]) => {
+        if (mine !== undefined && now !== mine) this.endReplaced();
+      },
+      () => {},
+    );
+    const text = run.text;
     const follow = {
       allowStdin: true,
       onIopub: (message: { msgType: string; content: Record<string, unknown> }) => {
         if (message.msgType === "comm_msg") this.onComm(run, message.content);
       },
-      onInput: (prompt: string) => this.answer(run, prompt),
+      onInput: (prompt: string) => {
+        run.seen = true;
+        return this.answer(run, prompt);
+      },
     };
     // A comm message when the kernel takes them (ipykernel): no IPython run_cell around the run. A
     // request without a reply ends when the kernel is idle again; its "status" is then unknown.
     const finished = this.commId
       ? this.link.message(this.commId, { frame: text }, follow).then(() => ({ status: undefined }))
       : this.link.execute(`__import__("repl_mcp_engine").kernel_run(${JSON.stringify(text)})`, follow);
+    this.afterRequest(run, finished);
+  }
+
+  /** The run's request ended: with the run's result before it (as it should), or without. */
+  private afterRequest(run: RunExchange, finished: Promise<{ status: string | undefined }>): void {
     finished.then(
       (reply) => {
         run.done = true;
+        run.seen = true;
         run.wake?.();
         if (!this.alive || this.run !== run) return;
         this.run = undefined;
@@ -236,6 +264,7 @@ export class KernelWorker implements WorkerChannel {
 
   private onComm(run: RunExchange, content: Record<string, unknown>): void {
     if (content.comm_id !== COMM_ID) return;
+    run.seen = true;
     const text = (content.data as { frame?: unknown } | undefined)?.frame;
     let frame: WorkerFrame | undefined;
     try {
@@ -273,39 +302,79 @@ export class KernelWorker implements WorkerChannel {
     return JSON.stringify(run.queue.splice(0));
   }
 
-  private onConnection(status: string): void {
+  private onConnection(status: LinkState): void {
+    if (status === "gone") {
+      this.end("exited", "gone", {
+        code: "WORKER_CRASHED",
+        message: `The kernel is gone (${this.owner.label}: its server no longer has it); variables cleared. The next run starts a new one`,
+      });
+      return;
+    }
     if (status === "connected") {
-      clearTimeout(this.reconnectTimer);
-      this.reconnectTimer = undefined;
+      clearTimeout(this.waitTimer);
+      this.waitTimer = undefined;
+      const wasDown = this.down;
+      this.down = false;
+      const run = this.run;
+      // A run that waited goes now; the question sent ahead of it checks the kernel behind the connection.
+      if (run && !run.sent) {
+        this.dispatch(run);
+        return;
+      }
       // While the WebSocket was down, the server may have restarted the kernel; its notice went to
       // nobody, and the services adopt the new process silently. A run sent to it would wait forever.
-      if (this.reconnecting) {
-        this.reconnecting = false;
+      if (wasDown) {
         void this.replaced().then((replaced) => {
           if (replaced) this.endReplaced();
         });
       }
       return;
     }
-    this.reconnecting = true;
-    const lost: Failure = {
-      code: "KERNEL_CONNECTION_LOST",
-      message:
-        `The connection to the kernel (${this.owner.label}) dropped while the run was in flight and did ` +
-        `not come back within ${KERNEL_RECONNECT_WAIT_MS / 1000} s: whether the run finished, and what it ` +
-        "did, is unknown. Nothing was re-executed. The next run starts from a restarted kernel (variables cleared)",
-    };
-    if (status === "disconnected") {
-      this.end("broken", "disconnected", this.run ? lost : undefined);
-      return;
+    if (!this.down) {
+      this.down = true;
+      this.epoch++;
     }
-    // Reconnecting: between runs the connection may take its time; a run waits a bounded while.
-    if (this.run && !this.reconnectTimer) {
-      this.reconnectTimer = setTimeout(
-        () => this.end("broken", "disconnected", lost),
-        KERNEL_RECONNECT_WAIT_MS,
-      );
-    }
+    // Between runs the connection may take its time (a run that comes asks for it again); a run waits a
+    // bounded while.
+    if (this.run && !this.waitTimer) this.awaitConnection(this.run);
+  }
+
+  private awaitConnection(run: RunExchange): void {
+    this.link.want();
+    this.waitTimer ??= setTimeout(() => this.connectionLost(run), KERNEL_RECONNECT_WAIT_MS);
+  }
+
+  /**
+   * The run waited for the connection the whole while: it is answered without its end, and the life goes
+   * on. The kernel and its namespace were never seen to go; if they did, the next run finds out.
+   */
+  private connectionLost(run: RunExchange): void {
+    this.waitTimer = undefined;
+    if (!this.alive || this.run !== run) return;
+    this.settle(run, connectionLost(run, this.owner.label));
+  }
+
+  /** Ends the exchange of a run with a result of our own (its request, if sent, is left to finish). */
+  private settle(run: RunExchange, result: WorkerResult): void {
+    clearTimeout(this.waitTimer);
+    this.waitTimer = undefined;
+    if (this.run === run) this.run = undefined;
+    run.done = true;
+    run.wake?.();
+    this.onFrame({ type: "result", id: run.id, result });
+  }
+
+  /**
+   * Whether a run in flight when this life's namespace was lost is known never to have reached it: never
+   * sent, or sent without anything of it coming back and with the question sent just ahead of it answered
+   * by another process, or by none over a connection that stayed up (the process that answers nothing
+   * took nothing after it either: a kernel handles its requests in order).
+   */
+  private untouched(run: RunExchange): boolean {
+    if (!run.sent) return true;
+    if (run.seen) return false;
+    if (run.answeredBy !== undefined) return this.session !== undefined && run.answeredBy !== this.session;
+    return run.epoch === this.epoch && !this.down;
   }
 
   /**
@@ -337,10 +406,15 @@ export class KernelWorker implements WorkerChannel {
     if (!this.alive) return;
     this.closeReason = reason;
     this.loss = loss;
-    clearTimeout(this.reconnectTimer);
+    clearTimeout(this.waitTimer);
     for (const unhook of this.unhooks) unhook();
     const run = this.run;
     this.run = undefined;
+    // Only a loss the kernel side reports (not one the supervisor or a broken run caused) can have come
+    // before the run reached the namespace.
+    if (run && (how === "restarted" || how === "gone") && this.untouched(run)) {
+      this.lostBefore = run.sent ? "untouched" : "unsent";
+    }
     if (run) {
       run.done = true;
       run.wake?.();
@@ -350,18 +424,4 @@ export class KernelWorker implements WorkerChannel {
     this.listeners.clear();
     this.resolveClosed(reason);
   }
-}
-
-function interruptedBeforeStart(runId: string): WorkerResult {
-  return {
-    success: false,
-    stdout: "",
-    stderr: "",
-    return_value: null,
-    error: `Execution interrupted (${runId}) before it started; namespace preserved`,
-    truncated: { stdout: false, stderr: false, return: false },
-    state: "preserved",
-    interrupted: true,
-    stderr_barrier: false,
-  };
 }

@@ -1,17 +1,20 @@
 // A session's place on a Jupyter server: the kernel it started (owned) or attached to (the person's), and
 // the lives of that kernel the supervisor runs cells on (kernel-worker.ts). Between lives the seat does
 // what the last one's end asks for: nothing (the server restarted a dead kernel already), a restart (a
-// reset, a kill), a new kernel (the old one is gone), a new connection. An attached kernel is only ever
-// restarted with the entry's allowReset; closing the session shuts down an owned kernel and leaves an
-// attached one running.
+// reset, a kill), a new kernel (the old one is gone); each new life talks over a connection of its own. A
+// dropped connection is not the end of a life (the kernel and its namespace outlive it), so it never
+// costs a restart. An attached kernel is only ever restarted with the entry's allowReset; closing the
+// session shuts down an owned kernel and leaves an attached one running.
 import { ReplError } from "../errors.ts";
 import { KERNEL_RESTART_TIMEOUT_MS } from "../limits.ts";
 import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
+import type { WorkerPurpose } from "../worker/channel.ts";
 import type { Failure } from "../worker/result.ts";
 import type { KernelServer } from "./config.ts";
 import { type EngineReady, loadEngine } from "./engine.ts";
-import { type JupyterLink, type KernelLink, serverFailure } from "./jupyter.ts";
+import { serverFailure } from "./failure.ts";
+import type { JupyterLink, KernelLink } from "./jupyter.ts";
 import { KernelWorker, type LifeEnd, type LifeOwner } from "./kernel-worker.ts";
 import type { OwnedKernels } from "./owned.ts";
 
@@ -23,12 +26,17 @@ export interface SeatRequest {
   kernel?: string;
   /** A running kernel to attach to instead. */
   kernelId?: string;
+  /**
+   * kernelId is the kernel a kept session of this name left running: it is attached to and then owned
+   * again (shut down when the session closes).
+   */
+  adopt?: boolean;
   /** A directory on the kernel's host to work in (else the kernel's own). */
   project?: string;
 }
 
 /** What to do before the next life. */
-type Next = "use" | "reload" | "restart" | "replace" | "reconnect";
+type Next = "use" | "reload" | "restart" | "replace";
 
 export class KernelSeat implements LifeOwner {
   readonly owned: boolean;
@@ -47,7 +55,7 @@ export class KernelSeat implements LifeOwner {
     ready: EngineReady,
   ) {
     this.server = request.server;
-    this.owned = request.kernelId === undefined;
+    this.owned = request.kernelId === undefined || request.adopt === true;
     this.kernel = kernel;
     this.ready = ready;
     this.prepared = new KernelWorker(kernel, ready, this);
@@ -59,6 +67,7 @@ export class KernelSeat implements LifeOwner {
     let kernel: KernelLink;
     if (request.kernelId !== undefined) {
       kernel = await attach(request, request.kernelId);
+      if (request.adopt) request.owned.add(server, kernel.id);
     } else {
       await checkSpec(request);
       try {
@@ -81,7 +90,7 @@ export class KernelSeat implements LifeOwner {
       );
       return new KernelSeat(request, kernel, ready);
     } catch (error) {
-      await release(request, kernel, request.kernelId === undefined);
+      await release(request, kernel, request.kernelId === undefined || request.adopt === true);
       throw error instanceof ReplError ? error : serverFailure(server, "loading the engine", error);
     }
   }
@@ -109,12 +118,18 @@ export class KernelSeat implements LifeOwner {
     };
   }
 
-  /** The supervisor's next worker: the prepared first life, or a new one after whatever ended the last. */
-  async startLife(): Promise<KernelWorker> {
+  /**
+   * The supervisor's next worker: the prepared first life, or a new one after whatever ended the last. A
+   * reset restarts the kernel on the first call as on any later one: the prepared life holds whatever
+   * the kernel held when the session opened (an attached kernel's variables, for one).
+   */
+  async startLife(purpose: WorkerPurpose = "session"): Promise<KernelWorker> {
     if (this.closed) throw new ReplError("SESSION_CLOSED", "Session is closed");
     const prepared = this.prepared;
     this.prepared = undefined;
-    if (prepared?.alive) return prepared;
+    if (prepared?.alive && purpose !== "reset") return prepared;
+    // Its end ("stopped") asks for the restart.
+    if (prepared?.alive) await prepared.stop();
     try {
       await this.pending;
     } catch {
@@ -150,10 +165,31 @@ export class KernelSeat implements LifeOwner {
       this.pending.catch(() => {});
       return undefined;
     }
-    this.next = { stopped: "restart", restarted: "reload", gone: "replace", disconnected: "reconnect" }[
-      how
-    ] as Next;
+    this.next = ({ stopped: "restart", restarted: "reload", gone: "replace" } as const)[how];
     return undefined;
+  }
+
+  /** Set while the session is kept: told of each kernel it owns, which the record of started kernels no longer lists. */
+  private keeper: ((kernelId: string) => void) | undefined;
+
+  /**
+   * The session is kept (docs/kernels.md): its kernel outlives this server, so it leaves the record of
+   * started kernels (whose leftovers the next server shuts down) for the kept session's own record,
+   * which `onKernel` keeps up to date when the kernel is replaced.
+   */
+  keep(onKernel: (kernelId: string) => void): void {
+    this.keeper = onKernel;
+    this.request.owned.remove(this.kernel.id);
+    onKernel(this.kernel.id);
+  }
+
+  /** The server is going and the session is kept: only the connection closes; the kernel runs on. */
+  async park(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.prepared = undefined;
+    await this.pending?.catch(() => {});
+    this.kernel.detach();
   }
 
   /** Shuts an owned kernel down (DELETE) or leaves an attached one running; the connection closes. */
@@ -167,19 +203,6 @@ export class KernelSeat implements LifeOwner {
 
   private async prepare(): Promise<void> {
     const { server } = this.request;
-    const fresh = this.next === "reconnect" || this.next === "replace";
-    if (this.next === "reconnect") {
-      const model = await this.request.link.running(this.kernel.id).catch((error) => {
-        throw serverFailure(server, "looking up the kernel", error);
-      });
-      this.kernel.detach();
-      if (!model) {
-        this.next = "replace";
-      } else {
-        this.kernel = await attach(this.request, this.kernel.id);
-        this.next = "restart";
-      }
-    }
     if (this.next === "restart") await this.restart();
     if (this.next === "replace") {
       if (!this.owned) {
@@ -195,17 +218,16 @@ export class KernelSeat implements LifeOwner {
       } catch (error) {
         throw serverFailure(server, "starting a kernel", error);
       }
-      this.request.owned.add(server, this.kernel.id);
+      if (this.keeper) this.keeper(this.kernel.id);
+      else this.request.owned.add(server, this.kernel.id);
       return;
     }
     // After a restart (ours or the server's) the next life talks over a connection of its own, with a
     // new client id and so new channels on the Jupyter server: once, in a full test run, a cell's
     // requests on stdin went unanswered right after a restart over the connection that had seen it.
-    if (!fresh) {
-      const id = this.kernel.id;
-      this.kernel.detach();
-      this.kernel = await attach(this.request, id);
-    }
+    const id = this.kernel.id;
+    this.kernel.detach();
+    this.kernel = await attach(this.request, id);
   }
 
   /** Restarts the kernel when this seat may; else the namespace stays as the person left it. */

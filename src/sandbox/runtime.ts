@@ -70,7 +70,7 @@ export async function startRuntime(
   const tmpdir = process.env.TMPDIR;
   process.env.TMPDIR = helpers.runDirectory;
   try {
-    await SandboxManager.initialize(config, ask);
+    await withoutExitHandlers(() => SandboxManager.initialize(config, ask));
   } finally {
     if (tmpdir === undefined) delete process.env.TMPDIR;
     else process.env.TMPDIR = tmpdir;
@@ -82,9 +82,30 @@ export function runtimeSupported(): boolean {
   return SandboxManager.isSupportedPlatform();
 }
 
-/** Stops the proxy and bridge and removes the placeholders the runtime made for its wraps. */
-export async function stopRuntime(): Promise<void> {
+/**
+ * Stops the proxy and bridge and removes the placeholders the runtime made for its wraps, unless a
+ * contained worker outlives this server (parked, docs/sessions.md): the placeholders protect names in its
+ * project for as long as it runs, so they stay, and the proxy and bridge end with the process.
+ */
+export async function stopRuntime(keepPlaceholders: boolean): Promise<void> {
+  if (keepPlaceholders) return;
   await SandboxManager.reset();
+}
+
+/**
+ * The runtime removes its placeholders in a process 'exit' handler of its own. A parked contained worker
+ * would lose the protection of those names (a placeholder removed under a live sandbox unmounts its deny),
+ * so the handler is taken off and stopRuntime decides.
+ */
+async function withoutExitHandlers<T>(work: () => Promise<T>): Promise<T> {
+  const before = new Set(process.listeners("exit"));
+  try {
+    return await work();
+  } finally {
+    for (const listener of process.listeners("exit")) {
+      if (!before.has(listener)) process.removeListener("exit", listener);
+    }
+  }
 }
 
 export interface WrapRequest {
@@ -112,12 +133,14 @@ export function wrapCommand(request: WrapRequest): Promise<string> {
     const home = process.cwd();
     process.chdir(request.cwd);
     try {
-      const wrapped = await SandboxManager.wrapWithSandbox(
-        request.command,
-        undefined,
-        { filesystem: request.filesystem },
-        undefined,
-        { commandId: request.commandId },
+      const wrapped = await withoutExitHandlers(() =>
+        SandboxManager.wrapWithSandbox(
+          request.command,
+          undefined,
+          { filesystem: request.filesystem },
+          undefined,
+          { commandId: request.commandId },
+        ),
       );
       return request.proxySocket === undefined ? wrapped : redirectBridge(wrapped, request.proxySocket);
     } finally {

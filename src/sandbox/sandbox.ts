@@ -2,7 +2,15 @@
 // machine can contain (and refuses to serve otherwise), starts the runtime's proxy, and gives each session
 // the way to start its workers inside the sandbox. Each worker gets a directory of its own: its TMPDIR and
 // its proxy socket (front.ts), removed when the worker is gone, by its guardian if the server is gone.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { ReplError } from "../errors.ts";
@@ -18,6 +26,7 @@ import { type ServerSecrets, workerLists } from "./builtin.ts";
 import { Decisions, type Destination, type Verdict } from "./decisions.ts";
 import { ProxyFront } from "./front.ts";
 import { PathRules } from "./paths.ts";
+import type { ContainedRecord } from "./record.ts";
 import { entryPath, type Policy } from "./policy.ts";
 import {
   type FilesystemLists,
@@ -43,6 +52,8 @@ export interface SandboxView {
 /** What a contained session gets: its workers' start, and the rules for paths the server opens for it. */
 export interface SessionContainment {
   contain(spec: SpawnSpec): Promise<Contained>;
+  /** Serves an adopted contained worker's network again (a front at its socket); returns its release. */
+  adopt(record: ContainedRecord): () => void;
   /** The rules as they stand now (the registry's secret files can change). */
   rules(): PathRules;
 }
@@ -63,6 +74,8 @@ export interface SessionPlaces {
 
 export class Sandbox {
   readonly decisions = new Decisions();
+  /** Every worker directory whose worker this server has not seen end (a parked one stays in it). */
+  private readonly unreleased = new Set<string>();
 
   private constructor(
     readonly policy: Policy,
@@ -199,6 +212,20 @@ export class Sandbox {
     };
     return {
       contain: (spec) => this.contain(spec, session, live, lists),
+      adopt: (record) => {
+        // The worker is the earlier server's wrap: its placeholders are not this runtime's to count.
+        const port = proxyPort();
+        if (port === undefined) return () => {};
+        rmSync(record.socket, { force: true });
+        const front = new ProxyFront(record.socket, port, session, this.decisions);
+        live.add(record.own);
+        this.unreleased.add(record.own);
+        return () => {
+          live.delete(record.own);
+          this.unreleased.delete(record.own);
+          front.close();
+        };
+      },
       rules: () => {
         const [first = join(this.dirs.workers, "none"), ...others] = live;
         const { lists: rules } = lists(first);
@@ -221,8 +248,10 @@ export class Sandbox {
     const port = proxyPort();
     const front = port === undefined ? undefined : new ProxyFront(socket, port, session, this.decisions);
     live.add(own);
+    this.unreleased.add(own);
     const release = () => {
       live.delete(own);
+      this.unreleased.delete(own);
       front?.close();
       rmSync(own, { recursive: true, force: true });
     };
@@ -254,8 +283,10 @@ export class Sandbox {
       // What worker.py needs to name a refusal in a result (docs/worker-protocol.md).
       REPL_MCP_SANDBOX: JSON.stringify(lists),
     });
+    const record: ContainedRecord = { contained: true, own, socket, policy: this.policy.source };
     return {
       spec: { program: "/bin/sh", args: ["-c", wrapped], env, cwd: spec.cwd, cleanup: [own] },
+      record,
       release: () => {
         releaseCommand();
         release();
@@ -280,7 +311,7 @@ export class Sandbox {
   }
 
   async stop(): Promise<void> {
-    await stopRuntime().catch((error) => log.debug("sandbox runtime stop:", error));
+    await stopRuntime(this.unreleased.size > 0).catch((error) => log.debug("sandbox runtime stop:", error));
     rmSync(this.dirs.run, { recursive: true, force: true });
   }
 }

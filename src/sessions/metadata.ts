@@ -11,6 +11,7 @@ import {
   TIMEOUT_MAX_SECONDS,
 } from "../limits.ts";
 import { VERSION } from "../version.ts";
+import { keepView } from "./keeping.ts";
 import type { Session } from "./session.ts";
 
 export const RUNTIME = "bun-supervisor/cpython-worker";
@@ -62,6 +63,14 @@ export const SandboxState = v.union([
   }),
   v.object({ contained: v.literal(false), reason: v.string() }),
 ]);
+/** A kept session's keep (docs/sessions.md, "Keeping a session"). */
+const KeepView = v.object({
+  /** As asked: "8h". */
+  duration: v.string(),
+  seconds: v.number(),
+  /** If this server ended now, the worker would be kept (parked) until this time. */
+  until: v.string(),
+});
 
 /** One session as python_health, python_session_list/open/inspect publish it. */
 export const SessionMetadata = v.object({
@@ -96,6 +105,13 @@ export const SessionMetadata = v.object({
   }),
   memory_limit: v.string(),
   sandbox: SandboxState,
+  /** Whether its worker outlives this server (parked for the next server to adopt). */
+  kept: v.boolean(),
+  keep: v.optional(KeepView),
+  /** Set when this session took over a worker an earlier server parked. */
+  adopted: v.optional(v.boolean()),
+  /** When that worker had been parked (null: it was never let go, its server died first). */
+  parked_since: v.optional(v.nullable(v.string())),
 });
 export type SessionMetadata = v.InferOutput<typeof SessionMetadata>;
 export const EXECUTION_MODE = "trusted-local; full filesystem access; not a security sandbox";
@@ -187,5 +203,15 @@ export function sessionMetadata(session: Session, maxMemoryMib: number): Session
         ? "runs on a Jupyter kernel, on its server's host: not contained"
         : "the server was started without --sandbox: trusted local execution",
     },
+    kept: session.kept,
+    ...(session.kept && session.keep ? { keep: keepView(session.keep.seconds) } : {}),
+    ...adoption(session),
   };
+}
+
+function adoption(session: Session): { adopted?: boolean; parked_since?: string | null } {
+  const adopted = session.arrival?.adopted;
+  if (!adopted) return {};
+  const since = adopted.parkedSince;
+  return { adopted: true, parked_since: since === null ? null : new Date(since).toISOString() };
 }

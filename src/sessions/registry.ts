@@ -12,10 +12,18 @@ import { childEnv } from "../guardian/env.ts";
 import type { KernelServer } from "../kernels/config.ts";
 import type { JupyterLink } from "../kernels/jupyter.ts";
 import type { OwnedKernels } from "../kernels/owned.ts";
-import { SESSION_CLOSE_WAIT_MS, SESSION_OPENS_MAX, SESSIONS_MAX, SHUTDOWN_RUNS_WAIT_MS } from "../limits.ts";
+import {
+  KEEP_MAX_DEFAULT_SECONDS,
+  SESSION_CLOSE_WAIT_MS,
+  SESSION_OPENS_MAX,
+  SESSIONS_MAX,
+  SHUTDOWN_RUNS_WAIT_MS,
+} from "../limits.ts";
 import type { Sandbox } from "../sandbox/sandbox.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { type Interpreter, selectSessionInterpreter } from "./interpreter.ts";
+import { Keeping, type KeepOptions } from "./keeping.ts";
+import { collectExpiredKernels, keepKernelSession, kernelSeat, prepareKernelKeep } from "./kernel-keeping.ts";
 import { probeInterpreter } from "./probe.ts";
 import { type ConnectionRecord, Session } from "./session.ts";
 
@@ -37,6 +45,8 @@ export interface SessionsOptions {
   kernelServers?: KernelServer[];
   /** --sandbox: every local worker starts contained (docs/sandbox.md). */
   sandbox?: Sandbox;
+  /** --keep-sessions and --keep-sessions-max (and the sandbox's hooks); default: nothing kept. */
+  keep?: KeepOptions;
 }
 
 /** Where python_session_open puts a session on a kernel server. */
@@ -71,9 +81,12 @@ export class Sessions {
   /** One client per kernel server, made on first use; the kernels this server started. */
   private readonly links = new Map<string, JupyterLink>();
   private ownedKernels: OwnedKernels | undefined;
+  /** Kept sessions: claims, adoption, the launch of kept workers. */
+  readonly keeping: Keeping;
 
   constructor(private readonly options: SessionsOptions) {
     this.journal = options.journal ?? new Journal();
+    this.keeping = new Keeping(options.keep ?? { defaultSeconds: 0, maxSeconds: KEEP_MAX_DEFAULT_SECONDS });
     // The launch project's broker exists from the start: health reports it before any session uses it.
     this.brokers.set(this.brokerKey(options.project), {
       broker: this.newBroker(options.project),
@@ -98,7 +111,13 @@ export class Sessions {
       problem: this.options.interpreter.problem,
     });
     this.publish(session);
+    session.supervisor.waitFor(this.keeping.keepDefault(session));
     return session;
+  }
+
+  /** Settles once the default session's keeping (an adoption) is done: before serving, health is exact. */
+  async keptReady(session: Session): Promise<void> {
+    await session.supervisor.settledPending();
   }
 
   get(sessionId: string): Session | undefined {
@@ -125,20 +144,42 @@ export class Sessions {
     python: string | undefined,
     journal: JournalView,
     signal?: AbortSignal,
+    /** keep, in seconds (undefined: --keep-sessions, or what a parked worker was kept for). */
+    keepSeconds?: number,
   ): Promise<Session> {
     return await this.opened(async () => {
       const project = canonicalProject(resolve(this.options.project, projectPath));
       const selected = selectSessionInterpreter(python, project, this.options.interpreter);
-      const probe = await probeInterpreter(selected.path, project, childEnv(), signal);
-      this.checkPublishable(signal);
-      return new Session({
-        ...this.common(name, journal),
-        broker: this.attachBroker(project),
+      const id = crypto.randomUUID();
+      const outcome = await this.keeping.prepare({
         project,
-        python: selected.path,
-        source: selected.source,
-        probe,
+        name,
+        sessionId: id,
+        seconds: keepSeconds,
+        ...(python === undefined ? {} : { interpreter: selected.path }),
       });
+      try {
+        // An adopted worker is running its interpreter already: nothing to check.
+        const probe = outcome.worker
+          ? undefined
+          : await probeInterpreter(selected.path, project, childEnv(), signal);
+        this.checkPublishable(signal);
+        const session = new Session({
+          ...this.common(name, journal),
+          id,
+          broker: this.attachBroker(project),
+          project,
+          python: selected.path,
+          source: selected.source,
+          probe,
+        });
+        this.keeping.apply(session, outcome);
+        return session;
+      } catch (error) {
+        await outcome.worker?.park();
+        outcome.claim?.release();
+        throw error;
+      }
     });
   }
 
@@ -154,6 +195,7 @@ export class Sessions {
     choice: KernelChoice,
     journal: JournalView,
     signal?: AbortSignal,
+    keepSeconds?: number,
   ): Promise<Session> {
     const server = this.kernelServers.find((candidate) => candidate.name === choice.server);
     if (!server) {
@@ -165,30 +207,57 @@ export class Sessions {
           : `No kernel server "${choice.server}" is configured; the user configures them with --kernels FILE (docs/kernels.md)`,
       );
     }
+    if (choice.kernelId !== undefined && (keepSeconds ?? 0) > 0) {
+      throw new ReplError(
+        "INVALID_ARGUMENT",
+        "keep applies to a kernel the session starts; a kernel it attaches to (kernel_id) is left running anyway",
+      );
+    }
     return await this.opened(async () => {
-      const { KernelSeat } = await import("../kernels/seat.ts");
-      const seat = await KernelSeat.open({
-        server,
-        link: await this.linkTo(server),
-        owned: await this.owned(),
-        kernel: choice.kernel,
-        kernelId: choice.kernelId,
-        project,
-      });
+      const id = crypto.randomUUID();
+      const kept =
+        choice.kernelId === undefined
+          ? await prepareKernelKeep(this.keeping, {
+              server,
+              project,
+              name,
+              sessionId: id,
+              seconds: keepSeconds,
+            })
+          : undefined;
       try {
-        this.checkPublishable(signal);
+        const seat = await kernelSeat(
+          {
+            server,
+            link: await this.linkTo(server),
+            owned: await this.owned(),
+            kernel: choice.kernel,
+            kernelId: choice.kernelId,
+            project,
+          },
+          kept,
+        );
+        try {
+          this.checkPublishable(signal);
+        } catch (error) {
+          await seat.close();
+          throw error;
+        }
+        const session = new Session({
+          ...this.common(name, journal),
+          id,
+          broker: this.attachBroker(this.options.project),
+          project: seat.ready.cwd,
+          python: seat.ready.python_executable,
+          source: "kernel_server",
+          kernel: { seat, localProject: this.options.project },
+        });
+        if (kept) await keepKernelSession(session, seat, kept);
+        return session;
       } catch (error) {
-        await seat.close();
+        kept?.claim?.release();
         throw error;
       }
-      return new Session({
-        ...this.common(name, journal),
-        broker: this.attachBroker(this.options.project),
-        project: seat.ready.cwd,
-        python: seat.ready.python_executable,
-        source: "kernel_server",
-        kernel: { seat, localProject: this.options.project },
-      });
     });
   }
 
@@ -236,9 +305,11 @@ export class Sessions {
   async collectOrphanKernels(): Promise<number> {
     if (this.kernelServers.length === 0) return 0;
     const owned = await this.owned();
-    return await owned.collectOrphans(this.kernelServers, async (server, id) => {
+    const shutdown = async (server: KernelServer, id: string) => {
       await (await this.linkTo(server)).shutdown(id);
-    });
+    };
+    const orphans = await owned.collectOrphans(this.kernelServers, shutdown);
+    return orphans + (await collectExpiredKernels(this.kernelServers, shutdown));
   }
 
   private async linkTo(server: KernelServer): Promise<JupyterLink> {
@@ -281,6 +352,8 @@ export class Sessions {
     this.watcher?.closed(session);
     this.artifacts.deleteForSession(session.id);
     await session.supervisor.shutdown(SESSION_CLOSE_WAIT_MS);
+    session.keep?.ended?.();
+    session.releaseKeep();
     await session.kernel?.close();
     await this.detachBroker(session.kernel ? this.options.project : session.project);
     return session;
@@ -300,9 +373,16 @@ export class Sessions {
 
   private publish(session: Session): void {
     this.byId.set(session.id, session);
-    if (!this.watcher) return;
-    session.supervisor.watcher = this.watcher.runs(session);
-    this.watcher.opened(session);
+    if (this.watcher) {
+      session.supervisor.watcher = this.watcher.runs(session);
+      this.watcher.opened(session);
+    }
+    // Adopted once watched, so a cell it was running is seen starting.
+    if (session.handover) {
+      session.serveContained(session.handover.info);
+      session.supervisor.adopt(session.handover.worker, session.handover.info);
+      session.handover = undefined;
+    }
   }
 
   /** The default project's broker: health reports it. */
@@ -312,9 +392,18 @@ export class Sessions {
 
   async shutdown(): Promise<void> {
     await Promise.all(
-      this.list().map((session) => {
+      this.list().map(async (session) => {
         session.markClosed();
-        return session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS).then(() => session.kernel?.close());
+        // A kept session's worker is parked (a kernel left running), its cell (if any) going on; the
+        // contract's shutdown is for the rest.
+        if (session.kept) {
+          await session.supervisor.letGo();
+          await session.kernel?.park();
+          session.keep?.parked?.();
+        } else {
+          await session.supervisor.shutdown(SHUTDOWN_RUNS_WAIT_MS).then(() => session.kernel?.close());
+        }
+        session.releaseKeep();
       }),
     );
     for (const link of this.links.values()) link.dispose();

@@ -77,6 +77,11 @@ export class SessionScope {
     return this.pool.kernelServers;
   }
 
+  /** --keep-sessions-max: the longest keep a session may ask for. */
+  get keepMaxSeconds(): number {
+    return this.pool.keeping.options.maxSeconds;
+  }
+
   /** The viewer's URL, when this server runs one. */
   get viewerUrl(): string | undefined {
     return this.pool.viewerUrl;
@@ -104,10 +109,12 @@ export class SessionScope {
     python: string | undefined,
     kernel: KernelChoice | undefined,
     signal?: AbortSignal,
+    /** keep, in seconds (undefined: the server's default). */
+    keepSeconds?: number,
   ) {
     const session = kernel
-      ? await this.pool.openOnKernel(name, project, kernel, this.journal, signal)
-      : await this.pool.open(name, project ?? ".", python, this.journal, signal);
+      ? await this.pool.openOnKernel(name, project, kernel, this.journal, signal, keepSeconds)
+      : await this.pool.open(name, project ?? ".", python, this.journal, signal, keepSeconds);
     if (this.ended) {
       // The client went away while the interpreter was being probed: nobody can reach this session.
       await this.pool.close(session.id);

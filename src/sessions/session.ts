@@ -1,6 +1,7 @@
 // A session: a named namespace bound to a project directory and an interpreter, with its own worker,
 // run history and generation.
 import { realpathSync } from "node:fs";
+import * as v from "valibot";
 import { join } from "node:path";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
@@ -11,8 +12,12 @@ import type { KernelSeat } from "../kernels/seat.ts";
 import { SANDBOX_DENIALS_MAX } from "../limits.ts";
 import { Questions } from "../person/questions.ts";
 import type { Destination, Verdict as SandboxVerdict } from "../sandbox/decisions.ts";
-import type { Sandbox, SandboxView } from "../sandbox/sandbox.ts";
+import { ContainedRecord } from "../sandbox/record.ts";
+import type { Sandbox, SandboxView, SessionContainment } from "../sandbox/sandbox.ts";
 import type { SandboxDenial } from "../worker/frames.ts";
+import type { Claim } from "../parking/claim.ts";
+import type { Handover, WorkerChannel } from "../worker/channel.ts";
+import type { KeepLaunch } from "../worker/process.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";
 import { SessionAsking } from "./asking.ts";
@@ -20,7 +25,38 @@ import { brokerBridge } from "./bridge.ts";
 import type { EnvironmentSource } from "./interpreter.ts";
 import type { ProbeResult } from "./probe.ts";
 
+/** A kept session's keeping (docs/sessions.md, "Keeping a session"). */
+export interface SessionKeep {
+  /** How long its worker outlives this server, in seconds. */
+  seconds: number;
+  /** This server's claim on the session's name and project. */
+  claim: Claim;
+  /** How its workers are started kept (undefined while `seconds` is 0: an adopted session not kept again). */
+  launch: () => KeepLaunch | undefined;
+  /** A kernel session: the server is going and its kernel is left running (its record says so). */
+  parked?: () => void;
+  /** A kernel session closed for good: its record goes. */
+  ended?: () => void;
+}
+
+/** A worker kept under this session's name that could not come back. */
+export interface Lost {
+  reason: string;
+  /** The session's count goes on from it, so an expected_generation of before is refused. */
+  generation: number;
+}
+
+/** What happened to a worker an earlier server parked under this session's name. */
+export interface Arrival {
+  /** The worker was taken over: since when it had been parked (ms since the epoch; null: never held). */
+  adopted?: { parkedSince: number | null };
+  /** It could not come back, and why: the session starts afresh. */
+  lost?: Lost;
+}
+
 export interface SessionOptions {
+  /** Given when the id had to be known before the session (a kept session's claim names it). */
+  id?: string;
   serverId: string;
   name: string;
   project: string;
@@ -50,7 +86,7 @@ export interface SessionOptions {
 }
 
 export class Session {
-  readonly id = crypto.randomUUID();
+  readonly id: string;
   readonly serverId: string;
   readonly name: string;
   readonly project: string;
@@ -66,12 +102,21 @@ export class Session {
   private readonly lifetime = new AbortController();
   /** The sandbox's policy as tools show it; undefined when the session is not contained. */
   readonly sandbox: SandboxView | undefined;
+  /** How its workers are contained, when they are. */
+  private readonly containment: SessionContainment | undefined;
   /** What the network refused each contained run, until its result takes it. */
   private readonly refusals = new Map<string, SandboxDenial[]>();
   /** Questions of connections made while no cell runs (a thread left running): the viewer may answer. */
   private readonly idleQuestions = new Questions();
+  /** Set while the session is kept: its worker outlives this server. */
+  keep: SessionKeep | undefined;
+  /** Set when the session met a worker an earlier server parked under its name. */
+  arrival: Arrival | undefined;
+  /** A kept worker taken over for this session, handed to its supervisor when it is published. */
+  handover: { worker: WorkerChannel; info: Handover } | undefined;
 
   constructor(options: SessionOptions) {
+    this.id = options.id ?? crypto.randomUUID();
     this.serverId = options.serverId;
     this.name = options.name;
     this.project = options.project;
@@ -84,8 +129,9 @@ export class Session {
     this.kernel = seat;
     this.asking = new SessionAsking(this.id, options.approvalTimeoutMs);
     const toolPaths = options.kernel?.localProject ?? this.project;
-    const contained = this.containment(options);
+    const contained = this.contained(options);
     this.sandbox = contained?.view;
+    this.containment = contained?.containment;
     this.artifacts = new SessionArtifacts(
       store,
       options.broker,
@@ -128,10 +174,11 @@ export class Session {
       },
       ...(seat
         ? {
-            startWorker: (_launch, purpose) => (purpose === "fresh" ? seat.freshLife() : seat.startLife()),
+            startWorker: (_launch, purpose) =>
+              purpose === "fresh" ? seat.freshLife() : seat.startLife(purpose),
             resetRefusal: () => seat.resetRefusal(),
           }
-        : {}),
+        : { keep: () => this.keep?.launch() }),
       launch: {
         python: options.python,
         problem: options.problem,
@@ -142,8 +189,19 @@ export class Session {
     });
   }
 
+  /**
+   * An adopted worker that was contained (its record says so; the registry's adoption rule let only such
+   * a one reach a contained session) has its network served again, until it is gone.
+   */
+  serveContained(handover: Handover): void {
+    const record = v.safeParse(ContainedRecord, handover.containment);
+    if (!this.containment || !record.success) return;
+    const release = this.containment.adopt(record.output);
+    if (handover.whenGone) handover.whenGone(release);
+  }
+
   /** How this session's workers start contained, when the server contains (not on a kernel). */
-  private containment(options: SessionOptions) {
+  private contained(options: SessionOptions) {
     const sandbox = options.sandbox;
     if (!sandbox || options.kernel) return undefined;
     const environment = projectEnvironment(options.project, options.source);
@@ -202,6 +260,16 @@ export class Session {
   /** Marks the session closed: its forwards in flight are cancelled. */
   markClosed(): void {
     this.lifetime.abort();
+  }
+
+  /** Whether its worker outlives this server (parked when the server goes). */
+  get kept(): boolean {
+    return (this.keep?.seconds ?? 0) > 0;
+  }
+
+  /** Gives up the claim on its name (the session is closed, or the server is going). */
+  releaseKeep(): void {
+    this.keep?.claim.release();
   }
 
   get runtimeStatus(): "lazy" | "running" | "stopped" | "closed" {

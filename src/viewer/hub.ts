@@ -6,6 +6,7 @@
 import type { ArtifactReference } from "../artifacts/reference.ts";
 import {
   HISTORY_RUNS,
+  INVENTORY_TIMEOUT_SECONDS,
   VIEWER_OUTPUT_FLUSH_MS,
   VIEWER_RUN_OUTPUT_MAX_CHARS,
   VIEWER_SOURCE_MAX_BYTES,
@@ -19,6 +20,7 @@ import type { ActiveRun } from "../worker/run.ts";
 import type { RunWatcher } from "../worker/supervisor.ts";
 import { encodeEvent, type PageStream } from "./stream.ts";
 import {
+  earlierRunView,
   finishedRunView,
   liveRunView,
   questionView,
@@ -41,6 +43,8 @@ export class Hub implements SessionsWatcher {
   private knownArtifacts = new Set<string>();
   /** Questions put to the person on the pages, by id, until answered or withdrawn. */
   private readonly asked = new Map<string, Asked>();
+  /** An adopted session's runs from before the adoption, newest first (its worker retained them). */
+  private readonly earlier = new Map<string, RunView[]>();
   /** Each session's viewer channel, taken back when it closes. */
   private readonly channels = new Map<string, Channel>();
   private readonly unsubscribe: () => void;
@@ -57,11 +61,59 @@ export class Hub implements SessionsWatcher {
     this.channels.set(session.id, channel);
     session.asking.shared.add(channel);
     this.sessionChanged(session);
+    this.adopted(session);
+  }
+
+  /** Once per adopted session (a default session adopts after it is opened): its earlier cells. */
+  private adopted(session: Session): void {
+    if (!session.arrival?.adopted || this.earlier.has(session.id) || !this.sessions.has(session.id)) return;
+    this.earlier.set(session.id, []);
+    void this.fetchEarlier(session);
+  }
+
+  /**
+   * The cells an adopted session ran under its earlier server, as its worker retained them: asked for
+   * once, between cells (a cell the adopted worker was running finishes first), never recorded as a run.
+   */
+  private async fetchEarlier(session: Session): Promise<void> {
+    const adoptedAt = Date.now();
+    for (let attempt = 0; attempt < 3 && !session.closed; attempt++) {
+      await session.supervisor.active?.done.catch(() => undefined);
+      const result = await session.supervisor.execute({
+        task: { kind: "history" },
+        timeoutSeconds: INVENTORY_TIMEOUT_SECONDS,
+        reset: false,
+        record: false,
+      });
+      if (result.error_code === "SESSION_BUSY") continue;
+      if (!result.success || !result.history || !this.sessions.has(session.id)) return;
+      const records = this.records.get(session.id) ?? [];
+      const ours = new Set(records.map((record) => record.runId));
+      // A cell the adopted worker was running is a run of ours now, but only the worker had its source.
+      for (const record of records) {
+        const source = result.history.find((run) => run.run_id === record.runId)?.source;
+        const finished = session.supervisor.history.get(record.runId);
+        if (record.source !== "" || source === undefined) continue;
+        record.source = source;
+        if (finished && this.pages.size > 0) {
+          this.dirtyRuns.set(record, finished);
+          this.schedule();
+        }
+      }
+      const views = result.history
+        .filter((run) => !ours.has(run.run_id) && !session.supervisor.history.get(run.run_id))
+        .reverse()
+        .map((run) => earlierRunView(session.id, run, adoptedAt));
+      this.earlier.set(session.id, views);
+      for (const view of views) this.broadcast({ type: "run", run: view });
+      return;
+    }
   }
 
   closed(session: Session): void {
     this.sessions.delete(session.id);
     this.records.delete(session.id);
+    this.earlier.delete(session.id);
     const channel = this.channels.get(session.id);
     if (channel) session.asking.shared.delete(channel);
     this.channels.delete(session.id);
@@ -71,7 +123,10 @@ export class Hub implements SessionsWatcher {
   runs(session: Session): RunWatcher {
     return {
       started: (run) => this.started(session, run),
-      changed: () => this.sessionChanged(session),
+      changed: () => {
+        this.sessionChanged(session);
+        this.adopted(session);
+      },
     };
   }
 
@@ -289,7 +344,7 @@ export class Hub implements SessionsWatcher {
   }
 
   private snapshot() {
-    const runs: RunView[] = [];
+    const runs: RunView[] = [...this.earlier.values()].flat();
     for (const [id, list] of this.records) {
       const session = this.sessions.get(id) as Session;
       for (const record of list) {

@@ -5,6 +5,7 @@ import type { ArtifactReference } from "../artifacts/reference.ts";
 import type { Asked } from "../person/questions.ts";
 import type { Session } from "../sessions/session.ts";
 import { cutUtf8 } from "../text/utf8.ts";
+import type { EarlierRun } from "../worker/frames.ts";
 import type { ExecutionResult } from "../worker/result.ts";
 import type { ActiveRun } from "../worker/run.ts";
 
@@ -57,7 +58,8 @@ export interface RunRecord {
   pending: { stdout: string; stderr: string };
 }
 
-export type RunStatus = "running" | "finished" | "failed" | "cancelled";
+/** "earlier": a run an earlier server started in a worker this one adopted (only its source and outputs are known). */
+export type RunStatus = "running" | "finished" | "failed" | "cancelled" | "earlier";
 
 export interface ArtifactLink {
   id: string;
@@ -159,6 +161,23 @@ export function finishedRunView(
       ...artifacts,
       ...made.filter((a) => !listed.has(a.id)).map((a) => link(a.id, a.size, a.format, "made by the cell")),
     ],
+  };
+}
+
+/** A run the worker of an adopted session retained from before the adoption. */
+export function earlierRunView(sessionId: string, run: EarlierRun, adoptedAt: number): RunView {
+  return {
+    session_id: sessionId,
+    run_id: run.run_id,
+    source: run.source,
+    status: "earlier",
+    started_at: adoptedAt,
+    elapsed_ms: 0,
+    stdout: run.stdout ?? "",
+    stderr: run.stderr ?? "",
+    omitted: { stdout: 0, stderr: 0 },
+    return_value: run.return_value ?? null,
+    error: run.error ?? null,
   };
 }
 

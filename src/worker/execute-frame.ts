@@ -5,19 +5,22 @@ import { FRAME_MAX_BYTES } from "../limits.ts";
 import { encodeFrame, FrameTooLargeError } from "../wire/lines.ts";
 import type { RunTask } from "./run.ts";
 
-/** The encoded execute frame, or undefined when it would not fit the frame limit. */
+/** The encoded execute frame, or undefined when it would not fit the frame limit (or the run has none: adopted). */
 export function encodeExecuteFrame(
   runId: string,
   task: RunTask,
   timeoutSeconds: number,
 ): Uint8Array | undefined {
+  if (task.kind === "adopted") return undefined;
   const base = { type: "execute", id: runId, timeout: timeoutSeconds };
   const frame =
     task.kind === "cell"
       ? { ...base, code: task.code }
       : task.kind === "file"
         ? { ...base, code: "", source_path: task.path, argv: task.argv }
-        : { ...base, code: "", inventory: true };
+        : task.kind === "history"
+          ? { ...base, code: "", history: true }
+          : { ...base, code: "", inventory: true };
   try {
     return encodeFrame(frame, FRAME_MAX_BYTES);
   } catch (error) {

@@ -57,6 +57,16 @@ export const SandboxDenial = v.object({
   reason: v.string(),
 });
 export type SandboxDenial = v.InferOutput<typeof SandboxDenial>;
+/** One run a worker retained, as a history request returns it (an adopted session's earlier cells). */
+export const EarlierRun = v.object({
+  run_id: v.string(),
+  source: v.string(),
+  stdout: v.optional(v.string()),
+  stderr: v.optional(v.string()),
+  return_value: v.optional(v.string()),
+  error: v.optional(v.string()),
+});
+export type EarlierRun = v.InferOutput<typeof EarlierRun>;
 
 export const WorkerResult = v.object({
   success: v.boolean(),
@@ -78,10 +88,15 @@ export const WorkerResult = v.object({
   fatal: v.optional(v.boolean()),
   exit_code: v.optional(v.number()),
   namespace: v.optional(v.record(v.string(), v.unknown())),
+  /** A history request's answer: the worker's retained runs, oldest first (docs/worker-protocol.md). */
+  history: v.optional(v.array(EarlierRun)),
   /** false: the server had already read all of fd 2 when the result was sent, so no barrier follows. */
   stderr_barrier: v.optional(v.boolean()),
-  /** Set only when the worker itself failed (a bug), not the cell. */
-  error_code: v.optional(v.picklist(["INTERNAL", "FILE_NOT_FOUND"])),
+  /**
+   * Set only when the worker itself failed (a bug), not the cell; KERNEL_CONNECTION_LOST only by a kernel
+   * session's channel, for a run it answers itself (kernels/kernel-worker.ts), never by worker.py.
+   */
+  error_code: v.optional(v.picklist(["INTERNAL", "FILE_NOT_FOUND", "KERNEL_CONNECTION_LOST"])),
   /** Contained sessions only: what the run was refused (at most SANDBOX_DENIALS_MAX). */
   sandbox_denials: v.optional(v.array(SandboxDenial)),
 });

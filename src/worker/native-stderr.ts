@@ -54,6 +54,17 @@ export class NativeStderr {
     this.waiter?.resolve();
   }
 
+  /** Bytes that reached the server another way: a keeping guardian relays them in order with the frames. */
+  feed(chunk: Uint8Array): void {
+    this.push(chunk);
+  }
+
+  /** No more bytes will come (the relay ended). */
+  finish(): void {
+    this.ended = true;
+    this.waiter?.resolve();
+  }
+
   /** Stops reading (the pipe may be held open by a process that is not ours to wait for). */
   stop(): void {
     void this.reader?.cancel().catch(() => {});

@@ -2,7 +2,7 @@
 // with its fd 2 drained on the side. It knows nothing about runs or sessions; the supervisor does.
 import { describe, ReplError } from "../errors.ts";
 import { signalGroup } from "../guardian/kill.ts";
-import type { SpawnSpec } from "../guardian/protocol.ts";
+import type { KeepSpec, SpawnSpec } from "../guardian/protocol.ts";
 import { GuardedProcess } from "../guardian/spawn.ts";
 import {
   FRAME_MAX_BYTES,
@@ -35,13 +35,40 @@ export interface WorkerLaunch {
    * It may refuse (a ReplError), and then no worker starts: a contained session never runs uncontained.
    */
   contain?: (spec: SpawnSpec) => Promise<Contained>;
+  /**
+   * Set for a kept session (docs/sessions.md, "Keeping a session"): its worker starts under a keeping
+   * guardian (worker/kept.ts) that parks it when this server goes. Fresh file runs are never kept.
+   */
+  keep?: KeepLaunch;
 }
+
+/** What a kept worker's guardian is told besides the command (guardian/protocol.ts KeepSpec, less what the supervisor adds). */
+export type KeepLaunch = Omit<KeepSpec, "generation" | "holder_pid">;
 
 /** A contained worker's command, and what to give back once that worker is gone. */
 export interface Contained {
   spec: SpawnSpec;
-  /** Called once, when the worker and its guardian are gone (never while it is parked). */
+  /** What a kept worker's parked record carries so that the next server serves it contained (JSON). */
+  record: unknown;
+  /** Called once, when the worker is gone for good in this server's time (never when it is parked). */
   release(): void;
+}
+
+/**
+ * The command that runs worker.py for `launch`, turned into its contained form when the session is
+ * contained: the plain and the kept paths both start exactly this.
+ */
+export async function workerSpec(launch: WorkerLaunch): Promise<{ spec: SpawnSpec; contained?: Contained }> {
+  if (launch.problem) throw new ReplError("WORKER_START_FAILED", launch.problem);
+  const plain: SpawnSpec = {
+    program: launch.python,
+    args: ["-u", "-c", BOOTSTRAP, workerSourcePath()],
+    env: launch.env,
+    cwd: launch.cwd,
+  };
+  if (!launch.contain) return { spec: plain };
+  const contained = await launch.contain(plain);
+  return { spec: contained.spec, contained };
 }
 
 /** The local worker: worker.py in a process of its own under a guardian, frames over its pipes. */
@@ -96,17 +123,10 @@ export class WorkerProcess implements WorkerChannel {
   }
 
   static async start(launch: WorkerLaunch): Promise<WorkerProcess> {
-    if (launch.problem) throw new ReplError("WORKER_START_FAILED", launch.problem);
-    const plain: SpawnSpec = {
-      program: launch.python,
-      args: ["-u", "-c", BOOTSTRAP, workerSourcePath()],
-      env: launch.env,
-      cwd: launch.cwd,
-    };
-    const contained = launch.contain ? await launch.contain(plain) : undefined;
+    const { spec, contained } = await workerSpec(launch);
     let worker: WorkerProcess;
     try {
-      worker = new WorkerProcess(contained?.spec ?? plain);
+      worker = new WorkerProcess(spec);
     } catch (error) {
       contained?.release();
       throw error;

@@ -9,11 +9,15 @@ import type { ExecutionResult, Failure } from "./result.ts";
 export type RunTask =
   | { kind: "cell"; code: string }
   | { kind: "file"; path: string; argv: string[]; mode: "persistent" | "fresh" }
-  | { kind: "inventory" };
+  | { kind: "inventory" }
+  /** The retained sources of the worker's runs (repl_history), for the viewer of an adopted session. */
+  | { kind: "history" }
+  /** A cell an earlier server started in a worker this server adopted (docs/sessions.md). */
+  | { kind: "adopted" };
 
 export class ActiveRun {
-  readonly id = crypto.randomUUID();
-  readonly startedAt = performance.now();
+  readonly id: string;
+  readonly startedAt: number;
   status: "starting" | "running" = "starting";
   readonly live = { stdout: "", stderr: "" };
   readonly displays = new Displays();
@@ -32,7 +36,22 @@ export class ActiveRun {
   /** Native stderr captured so far by the worker this run is on (persistent or fresh). */
   nativeStderr: () => string = () => "";
 
-  constructor(readonly task: RunTask) {}
+  /**
+   * `adopted`: the id, start and (if it ended while parked) end, in ms since the epoch, of a run an
+   * earlier server started.
+   */
+  constructor(
+    readonly task: RunTask,
+    adopted?: { id: string; startedAt: number; endedAt?: number },
+  ) {
+    this.id = adopted?.id ?? crypto.randomUUID();
+    const now = performance.now();
+    this.startedAt = adopted ? now - Math.max(0, Date.now() - adopted.startedAt) : now;
+    if (adopted?.endedAt !== undefined) this.endedAt = now - Math.max(0, Date.now() - adopted.endedAt);
+  }
+
+  /** Where its clock stopped, for a run that ended before this server saw it (adopted while parked). */
+  private endedAt: number | undefined;
 
   get signal(): AbortSignal {
     return this.controller.signal;
@@ -71,6 +90,6 @@ export class ActiveRun {
   }
 
   elapsedMs(): number {
-    return Math.round((performance.now() - this.startedAt) * 1000) / 1000;
+    return Math.round(((this.endedAt ?? performance.now()) - this.startedAt) * 1000) / 1000;
   }
 }

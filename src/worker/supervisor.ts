@@ -16,14 +16,16 @@ import {
   WORKER_EXIT_WAIT_MS,
 } from "../limits.ts";
 import { log } from "../log.ts";
+import type { RunningCell } from "../parking/protocol.ts";
 import { cutUtf8, utf8Bytes } from "../text/utf8.ts";
 import { waitAtMost } from "../timeout.ts";
-import type { WorkerChannel } from "./channel.ts";
+import type { Handover, WorkerChannel, WorkerPurpose } from "./channel.ts";
 import { Displays, type KeepDisplay } from "./displays.ts";
 import { encodeExecuteFrame } from "./execute-frame.ts";
 import type { ReadyFrame, SandboxDenial, WorkerResult } from "./frames.ts";
 import { inlineImageBytes, RunHistory } from "./history.ts";
-import { type WorkerLaunch, WorkerProcess } from "./process.ts";
+import { KeptWorker } from "./kept.ts";
+import { type KeepLaunch, type WorkerLaunch, WorkerProcess } from "./process.ts";
 import { picturesReleased } from "./reclaim.ts";
 import { type ExecutionResult, type Failure, Failures, failed } from "./result.ts";
 import { type Bridge, RpcDesk } from "./rpc.ts";
@@ -36,11 +38,14 @@ export interface SupervisorOptions {
   launch: WorkerLaunch;
   /**
    * How: the local worker process unless given (the seam a kernel session's worker plugs into). A
-   * "fresh" worker serves one fresh file run and is stopped after it.
+   * "fresh" worker serves one fresh file run and is stopped after it; a "reset" one starts the session's
+   * namespace afresh.
    */
-  startWorker?: (launch: WorkerLaunch, purpose: "session" | "fresh") => Promise<WorkerChannel>;
+  startWorker?: (launch: WorkerLaunch, purpose: WorkerPurpose) => Promise<WorkerChannel>;
   /** Why a reset must be refused here (an attached kernel), if it must. */
   resetRefusal?: () => Failure | undefined;
+  /** For a kept session: how its workers are kept (read at each start; undefined → not kept). */
+  keep?: () => KeepLaunch | undefined;
   maxMemoryMib: number;
   /** Serves the cells' bridge requests (mcp.*); absent → they are refused. */
   bridge?: Bridge;
@@ -104,12 +109,101 @@ export class Supervisor {
   /** The memory check of the run in progress, and the interval that calls it. */
   private memoryCheck: (() => void) | undefined;
   private memoryTimer: ReturnType<typeof setInterval> | undefined;
+  /** Work that must finish before the next run touches the worker (a default session's adoption). */
+  private pending: Promise<void> | undefined;
 
   constructor(private readonly options: SupervisorOptions) {}
 
-  private launchWorker(launch: WorkerLaunch, purpose: "session" | "fresh"): Promise<WorkerChannel> {
+  private launchWorker(launch: WorkerLaunch, purpose: WorkerPurpose): Promise<WorkerChannel> {
     const start = this.options.startWorker;
-    return start ? start(launch, purpose) : WorkerProcess.start(launch);
+    if (start) return start(launch, purpose);
+    // A reset starts the session's next worker: kept like the first; a fresh file run's never is.
+    const keep = purpose === "fresh" ? undefined : this.options.keep?.();
+    return keep ? KeptWorker.start({ ...launch, keep }, this.generation + 1) : WorkerProcess.start(launch);
+  }
+
+  /** Runs wait for `work` (an adoption in progress) before they look at the worker. */
+  waitFor(work: Promise<void>): void {
+    const pending: Promise<void> = work
+      .catch((error) => log.error("waiting before the first run failed:", error))
+      .finally(() => {
+        if (this.pending === pending) this.pending = undefined;
+      });
+    this.pending = pending;
+  }
+
+  /** Resolves once the work runs wait for (waitFor) is done. */
+  async settledPending(): Promise<void> {
+    await this.pending;
+  }
+
+  /**
+   * Takes over a worker an earlier server kept (its generation goes on): a parked local worker, or a
+   * kept kernel re-attached. A cell the worker was running holds the slot until its result comes (it
+   * may be among the frames its guardian kept), and the result goes into the history like any other.
+   */
+  adopt(worker: WorkerChannel, handover: Handover): void {
+    this.worker = worker;
+    this.generation = handover.generation;
+    this.python = worker.ready;
+    this.lost = false;
+    if (worker.ready.python_executable.startsWith("/")) this.realPython = worker.ready.python_executable;
+    void worker.closed.then(() => {
+      if (this.worker === worker) this.lost = true;
+      this.watcher?.changed();
+    });
+    const running = handover.running;
+    if (running && !this.active) this.adoptRun(worker, running);
+    handover.begin?.();
+    this.watcher?.changed();
+  }
+
+  private adoptRun(worker: WorkerChannel, running: RunningCell): void {
+    const run = new ActiveRun(
+      { kind: "adopted" },
+      { id: running.id, startedAt: running.started_at, endedAt: running.ended_at },
+    );
+    this.active = run;
+    const spent = (Date.now() - running.started_at) / 1000;
+    const timeout = running.timeout_seconds > 0 ? running.timeout_seconds : TIMEOUT_MAX_SECONDS;
+    const request: RunRequest = {
+      task: run.task,
+      timeoutSeconds: Math.max(TIMEOUT_MIN_SECONDS, timeout - spent),
+      reset: false,
+    };
+    run.done = this.finish(
+      run,
+      request,
+      () => {},
+      async () => {
+        const result = await this.runOn(worker, run, request, undefined, false);
+        if (result.state === "cleared") await this.loseWorker(worker);
+        return result;
+      },
+    );
+    if (this.watcher) this.watcher.started(run);
+  }
+
+  /**
+   * A worker an earlier server kept under this session's name is gone: the count goes on from its
+   * generation and the next start is a recovery, so a cell that expects that generation is refused.
+   */
+  resumeLost(generation: number): void {
+    if (this.worker || this.generation > 0) return;
+    this.generation = generation;
+    this.lost = true;
+  }
+
+  /**
+   * The server is going and this session is kept: the worker is left to its guardian, which parks it (a
+   * cell in progress goes on). An unkept worker is stopped as at any shutdown.
+   */
+  async letGo(): Promise<void> {
+    this.closed = true;
+    const worker = this.worker;
+    this.worker = undefined;
+    if (worker instanceof KeptWorker) await worker.park();
+    else if (worker) await worker.stop();
   }
 
   get running(): boolean {
@@ -147,11 +241,12 @@ export class Supervisor {
     run: ActiveRun,
     request: RunRequest,
     onClientCancel: () => void,
+    drive = () => this.drive(run, request),
   ): Promise<ExecutionResult> {
     try {
       let result: ExecutionResult;
       try {
-        result = await this.drive(run, request);
+        result = await drive();
       } catch (error) {
         log.error("run failed inside the supervisor (a bug):", error);
         result = this.result(run, {
@@ -267,20 +362,33 @@ export class Supervisor {
       return refuse(Failures.staleGeneration);
     }
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch);
+    if (this.pending) await this.pending;
     // Encoded before any worker starts: a cell within the code limit can still outgrow the frame once
     // escaped, and that must be a plain refusal rather than a failure halfway through dispatch.
     const frame = encodeExecuteFrame(run.id, run.task, request.timeoutSeconds);
     if (!frame) return refuse(Failures.frameLimit);
     if (run.task.kind === "file" && run.task.mode === "fresh") return this.driveFresh(run, request, frame);
 
-    let stateReset = false;
     const refusal = request.reset ? this.options.resetRefusal?.() : undefined;
     if (refusal) return refuse(refusal);
     if (request.reset && this.worker) await this.discardWorker();
+    return await this.driveOn(run, request, frame, true);
+  }
+
+  /** Runs on the session's worker, starting one if none is alive. */
+  private async driveOn(
+    run: ActiveRun,
+    request: RunRequest,
+    frame: Uint8Array,
+    firstTry: boolean,
+  ): Promise<ExecutionResult> {
+    const refuse = (failure: Failure, extra: Partial<ExecutionResult> = {}) =>
+      this.result(run, { ...failed(failure), ...UNTOUCHED, ...extra });
+    let stateReset = false;
     if (!this.worker?.alive) {
       const recovering = this.lost && !request.reset;
       try {
-        await this.startWorker();
+        await this.startWorker(request.reset ? "reset" : "session");
       } catch (error) {
         return this.result(run, { ...startFailure(error), state: "cleared", state_reset: true });
       }
@@ -292,8 +400,26 @@ export class Supervisor {
     if (run.signal.aborted) return refuse(Failures.cancelledBeforeDispatch, { state_reset: stateReset });
     const worker = this.worker as WorkerChannel;
     const result = await this.runOn(worker, run, request, frame, stateReset);
-    if (result.state === "cleared") await this.loseWorker(worker);
-    return result;
+    if (result.state !== "cleared") return result;
+    await this.loseWorker(worker);
+    if (worker.lostBefore === undefined || run.cancelReason !== undefined) return result;
+    // The namespace was lost before the run reached it, and seen only during the run (a kernel that died
+    // between cells): the call is answered as if the loss had been seen first. A run that never left
+    // runs on the next worker, as after any loss between cells (or meets expected_generation's refusal).
+    if (worker.lostBefore === "unsent" && firstTry) return await this.driveOn(run, request, frame, false);
+    // A run that was sent is not sent again. The generation that follows the loss starts now, so that
+    // this answer already carries it and the next call runs in it.
+    try {
+      await this.startWorker("session");
+    } catch {
+      return result;
+    }
+    return {
+      ...result,
+      ...this.identity(),
+      error: `${result.error}. This cell had not reached the lost namespace and did not run; the next call runs in a fresh one`,
+      state_reset: true,
+    };
   }
 
   /** A fresh file run: its own worker of the same environment, leaving the session's namespace alone. */
@@ -324,10 +450,10 @@ export class Supervisor {
     return { ...this.options.launch, python: this.realPython ?? this.options.launch.python };
   }
 
-  private async startWorker(): Promise<void> {
+  private async startWorker(purpose: WorkerPurpose): Promise<void> {
     this.worker = undefined;
     this.python = undefined;
-    const worker = await this.launchWorker(this.launchSpec(), "session");
+    const worker = await this.launchWorker(this.launchSpec(), purpose);
     if (this.closed) {
       // The session was closed while its worker was starting: that worker must not outlive it.
       await worker.stop();
@@ -368,7 +494,8 @@ export class Supervisor {
     worker: WorkerChannel,
     run: ActiveRun,
     request: RunRequest,
-    frame: Uint8Array,
+    /** undefined: the run is already in the worker (adopted); nothing is sent. */
+    frame: Uint8Array | undefined,
     stateReset: boolean,
   ): Promise<ExecutionResult> {
     let deliver!: (outcome: Outcome) => void;
@@ -398,7 +525,7 @@ export class Supervisor {
 
     try {
       run.status = "running";
-      worker.sendEncoded(frame).catch(() => worker.kill("broken"));
+      if (frame) worker.sendEncoded(frame).catch(() => worker.kill("broken"));
       const first = await outcome;
       if (first.kind === "cancelled") {
         const second = nextOutcome();

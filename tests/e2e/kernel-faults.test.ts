@@ -2,8 +2,10 @@
 // bad arguments and a bad kernel server answer at once with a code and what to do; kernels this server
 // started never outlive it (session close, stdin closed, SIGTERM, kill -9 and the next start); the Jupyter
 // server dying mid-cell ends the run as "outcome unknown" and the next run gets a new kernel once the
-// server is back; a kernel restarted behind the session (by another client, or while our WebSocket was
-// down, so that no restart notice reached us) ends the next run with what happened instead of a hang.
+// server is back; a network down for a few seconds mid-cell is reconnected through while the run waits,
+// and one down longer leaves the kernel and its variables as they were; a kernel restarted behind the
+// session (by another client, or while our WebSocket was down, so that no restart notice reached us) ends
+// the next run with what happened instead of a hang.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -255,12 +257,19 @@ describe.skipIf(noJupyter !== undefined)("the Jupyter server dies during a run",
       await Bun.sleep(500);
       await jupyter.crash();
       const lost = await pending;
-      expect(lost).toMatchObject({ success: false, error_code: "KERNEL_CONNECTION_LOST", state: "cleared" });
+      // Nothing showed the kernel gone: its namespace is not declared lost (nor its generation moved on).
+      expect(lost).toMatchObject({
+        success: false,
+        error_code: "KERNEL_CONNECTION_LOST",
+        state: "preserved",
+        generation: 1,
+      });
       expect(lost.error).toContain("unknown");
       jupyter = await JupyterServer.start(jupyter);
+      // The next run finds the kernel gone once the server answers: it runs in a new one, as if the loss
+      // had been seen before it.
       const next = await run("'x' in globals()");
-      expect(next).toMatchObject({ success: true, value: false, state_reset: true });
-      expect(next.generation).toBeGreaterThan(1);
+      expect(next).toMatchObject({ success: true, value: false, state_reset: true, generation: 2 });
     } finally {
       await h.close();
       expect(await jupyter.stopListing()).toEqual([]);
@@ -309,6 +318,70 @@ describe.skipIf(noJupyter !== undefined)("the connection blips during a run", ()
       await close();
     }
   }, 60_000);
+});
+
+describe.skipIf(noJupyter !== undefined)("the network is down for a while during a run", () => {
+  test("back after 5 s: the run's end arrives; down past the run's wait: its outcome is unknown, the kernel and its variables stay", async () => {
+    const { proxy, call, run, close } = await sessionThroughProxy();
+    /** Starts a cell that prints "begun" first, and resolves once it is running on the kernel. */
+    const begin = async (code: string) => {
+      const started = await call("python_start", { code: `print('begun', flush=True)\n${code}` });
+      await waitFor(
+        async () => String((await call("python_run", { run_id: started.run_id })).stdout).includes("begun"),
+        {
+          what: "the cell to run on the kernel",
+        },
+      );
+      return started.run_id as string;
+    };
+    const ended = async (runId: string) => {
+      let result: Record<string, unknown> = {};
+      await waitFor(
+        async () => {
+          result = await call("python_run", { run_id: runId });
+          return "success" in result;
+        },
+        { timeoutMs: 30_000, intervalMs: 200, what: "the run's result" },
+      );
+      return result;
+    };
+    try {
+      await run("kept = 'kept'\nruns = 0");
+      // Every attempt to reconnect fails for 5 s (the cell ends on the kernel meanwhile); the attempts
+      // that follow reach it again while the run still waits.
+      const blipped = await begin("import time\nruns += 1\ntime.sleep(1)\n'done'");
+      proxy.down();
+      await Bun.sleep(5_000);
+      proxy.up();
+      expect(await ended(blipped)).toMatchObject({
+        success: true,
+        value: "done",
+        state: "preserved",
+        generation: 1,
+      });
+      // Down until the run's wait is over: nothing says whether it ran, nor is it run again; the kernel
+      // is not restarted, and the next cell finds what the cells before it left.
+      const lost = await begin("runs += 1\ntime.sleep(1)");
+      proxy.down();
+      const unknown = await ended(lost);
+      proxy.up();
+      expect(unknown).toMatchObject({
+        success: false,
+        error_code: "KERNEL_CONNECTION_LOST",
+        state: "preserved",
+        generation: 1,
+      });
+      expect(String(unknown.error)).toContain("unknown");
+      expect(await run("[kept, runs]")).toMatchObject({
+        success: true,
+        value: ["kept", 2],
+        state_reset: false,
+        generation: 1,
+      });
+    } finally {
+      await close();
+    }
+  }, 90_000);
 });
 
 describe.skipIf(noJupyter !== undefined)("the kernel is restarted behind the session", () => {

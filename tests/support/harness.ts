@@ -114,6 +114,8 @@ export interface ServerOptions {
   capabilities?: ClientCapabilities;
   /** Called with the client before it connects (request handlers for elicitation, ...). */
   beforeConnect?: (client: Client) => void;
+  /** A later server of the same user and project: this harness's home and project directory are reused. */
+  after?: Harness;
 }
 
 /** Runs a cell and returns its value, failing the test with the cell's error and stderr if it failed. */
@@ -135,17 +137,19 @@ export class Harness extends ToolClient {
   private transport!: StdioClientTransport;
   stderr = "";
 
-  private constructor(era: Era, capabilities?: ClientCapabilities) {
+  private constructor(era: Era, capabilities?: ClientCapabilities, after?: Harness) {
     super("repl-mcp-tests", era, 600_000, capabilities);
     this.dir = tempDir();
-    this.project = join(this.dir, "project");
-    this.home = join(this.dir, "home");
-    mkdirSync(this.project);
-    mkdirSync(this.home);
+    this.project = after?.project ?? join(this.dir, "project");
+    this.home = after?.home ?? join(this.dir, "home");
+    if (!after) {
+      mkdirSync(this.project);
+      mkdirSync(this.home);
+    }
   }
 
   static async start(options: ServerOptions = {}): Promise<Harness> {
-    const harness = new Harness(options.era ?? "legacy", options.capabilities);
+    const harness = new Harness(options.era ?? "legacy", options.capabilities, options.after);
     options.beforeStart?.(harness.project);
     options.beforeConnect?.(harness.client);
     harness.transport = new InPlaceStdioTransport({

@@ -1,6 +1,7 @@
 // A TCP forwarder on loopback that a test can cut: every connection through it is dropped at once (as a
 // proxy restart or a network blip would), and new ones are accepted again afterwards. Held, it also keeps
-// new connections waiting (a network that is down for a while) until released.
+// new connections waiting (a network that is down for a while) until released. Down, it drops every new
+// connection at once too (each attempt fails, as while a route or a proxy is gone) until it is up again.
 import type { Socket, TCPSocketListener } from "bun";
 
 interface Pair {
@@ -14,6 +15,8 @@ export class TcpProxy {
 
   /** Clients accepted while held, to be connected on release. */
   private held: (() => void)[] | undefined;
+  /** Set while down: new clients are dropped as soon as they connect. */
+  private refusing = false;
 
   private constructor(
     private readonly listener: TCPSocketListener<Pair>,
@@ -33,6 +36,10 @@ export class TcpProxy {
       socket: {
         open(client) {
           client.data = { peer: undefined, pending: [] };
+          if (proxy?.refusing) {
+            client.terminate();
+            return;
+          }
           open.add(client);
           if (proxy) proxy.accepted++;
           const connect = () =>
@@ -88,6 +95,17 @@ export class TcpProxy {
   hold(): void {
     this.held ??= [];
     this.cut();
+  }
+
+  /** Drops every connection now, and every new one as it comes, until `up`. */
+  down(): void {
+    this.refusing = true;
+    this.cut();
+  }
+
+  /** Lets new connections through again after `down`. */
+  up(): void {
+    this.refusing = false;
   }
 
   /** Connects the connections that waited, and new ones from now on. */

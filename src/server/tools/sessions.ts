@@ -3,6 +3,7 @@ import * as v from "valibot";
 import { ProtocolError } from "../../errors.ts";
 import { KernelServerView, kernelServerView } from "../../kernels/config.ts";
 import { INVENTORY_TIMEOUT_SECONDS, SESSION_NAME_MAX_BYTES, SESSIONS_MAX } from "../../limits.ts";
+import { keepSeconds } from "../../parking/duration.ts";
 import { SessionMetadata, sessionMetadata } from "../../sessions/metadata.ts";
 import type { SessionScope } from "../../sessions/scope.ts";
 import { Identity, RoutedFailure, SessionId, stamp, ToolFailure } from "./common.ts";
@@ -33,6 +34,17 @@ const PROJECT_REQUIRED =
   "Invalid arguments at /project: project is required for a local session (the project directory to " +
   "open it on); pass kernel_server instead to open the session on a Jupyter kernel";
 
+/** python_session_open's answer: the session, and what became of a worker parked under its name. */
+const Opened = v.object({
+  ...SessionMetadata.entries,
+  adopted: v.boolean(),
+  /** An adopted worker's namespace is as its earlier server left it. */
+  state: v.optional(v.literal("preserved")),
+  /** A worker parked under this name could not come back: the session starts afresh, and why. */
+  state_reset: v.optional(v.literal(true)),
+  state_reset_reason: v.optional(v.string()),
+});
+
 export const pythonSessionOpen = defineTool({
   name: "python_session_open",
   description:
@@ -43,7 +55,9 @@ export const pythonSessionOpen = defineTool({
     "name twice gives two sessions. Pass the returned session_id to the other tools. kernel_server (one " +
     "of python_health's kernel_servers) runs the session on a Jupyter kernel there instead: a new one " +
     "(kernel: its kernelspec), or the running kernel_id (shared with whoever else uses it); project is " +
-    "then a directory on the kernel's host and python does not apply.",
+    "then a directory on the kernel's host and python does not apply. keep (e.g. \"8h\") keeps the session's " +
+    "worker that long after this server exits (default: the server's --keep-sessions); opening the same name " +
+    "and project later, in the next server, adopts it with its variables (adopted: true, same generation).",
   input: v.strictObject({
     name: v.pipe(
       v.string(),
@@ -82,8 +96,17 @@ export const pythonSessionOpen = defineTool({
         v.description("A running kernel to attach to (kernel_server)"),
       ),
     ),
+    keep: v.optional(
+      v.pipe(
+        v.string(),
+        v.maxLength(32),
+        v.description(
+          'How long the session outlives this server, to be adopted by the next one: "90m", "8h", "7d" (at most the server\'s --keep-sessions-max); "0": not kept',
+        ),
+      ),
+    ),
   }),
-  output: v.union([SessionMetadata, ToolFailure]),
+  output: v.union([Opened, ToolFailure]),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   async handle(args, ctx, call) {
     const server = args.kernel_server;
@@ -109,12 +132,31 @@ export const pythonSessionOpen = defineTool({
     }
     const choice =
       server === undefined ? undefined : { server, kernel: args.kernel, kernelId: args.kernel_id };
+    const keep = args.keep === undefined ? undefined : keepSeconds(args.keep, ctx.sessions.keepMaxSeconds);
     // A kernel on a cluster can take a minute to start: the client hears that it is being waited for.
     const what = args.kernel_id === undefined ? "starting a kernel" : "attaching to the kernel";
     const stopWaiting = choice ? call.onWait?.(() => `${what} on "${server}"`) : undefined;
     try {
-      const session = await ctx.sessions.open(args.name, args.project, args.python, choice, call.signal);
-      return sessionMetadata(session, ctx.maxMemoryMib);
+      const session = await ctx.sessions.open(
+        args.name,
+        args.project,
+        args.python,
+        choice,
+        call.signal,
+        keep,
+      );
+      const arrival = session.arrival;
+      return {
+        ...sessionMetadata(session, ctx.maxMemoryMib),
+        adopted: arrival?.adopted !== undefined,
+        ...(arrival?.adopted ? { state: "preserved" as const } : {}),
+        ...(arrival?.lost
+          ? {
+              state_reset: true as const,
+              state_reset_reason: `A worker kept under this name could not come back: ${arrival.lost.reason}; the session starts afresh`,
+            }
+          : {}),
+      };
     } finally {
       stopWaiting?.();
     }

@@ -27,7 +27,8 @@ interface RunView {
   session_id: string;
   run_id: string;
   source: string;
-  status: "running" | "finished" | "failed" | "cancelled";
+  /** "earlier": a run of an earlier server, in a session this one adopted. */
+  status: "running" | "finished" | "failed" | "cancelled" | "earlier";
   started_at: number;
   elapsed_ms: number;
   stdout: string;
@@ -291,12 +292,16 @@ function fillCard(card: HTMLElement, view: RunView): void {
   card.replaceChildren();
   card.className = `run ${view.status}`;
   const head = el("div", "run-head");
-  head.append(
-    el("span", "status", view.status),
-    el("span", "elapsed", seconds(view.elapsed_ms)),
-    el("span", "when", new Date(view.started_at).toLocaleTimeString()),
-    el("span", "run-id", view.run_id.slice(0, 8)),
-  );
+  if (view.status === "earlier") {
+    head.append(el("span", "status", "before adoption"), el("span", "run-id", view.run_id.slice(0, 8)));
+  } else {
+    head.append(
+      el("span", "status", view.status),
+      el("span", "elapsed", seconds(view.elapsed_ms)),
+      el("span", "when", new Date(view.started_at).toLocaleTimeString()),
+      el("span", "run-id", view.run_id.slice(0, 8)),
+    );
+  }
   if (view.status === "running") head.append(cancelButton(view));
   card.append(head);
   labelled(card, "source", el("pre", "source", view.source));
@@ -331,9 +336,10 @@ function showRun(view: RunView): void {
   fillCard(card, view);
   cards.set(view.run_id, { card, view });
   if (!known) {
-    // Newest first.
+    // Newest first; runs from before an adoption (sent newest first) below this server's own.
     const runs = sessionSection(view.session_id).querySelector(".runs") as HTMLElement;
-    runs.prepend(card);
+    if (view.status === "earlier") runs.append(card);
+    else runs.prepend(card);
   }
 }
 
