@@ -26,22 +26,8 @@ export async function serve(options: ServeOptions): Promise<void> {
   }
   setLogLevel(options.logLevel);
   keepConsoleOffStdout();
-  let project: string;
-  try {
-    project = realpathSync(process.cwd());
-  } catch (error) {
-    log.error(`cannot resolve the launch directory: ${describe(error)}`);
-    process.exit(1);
-  }
-  let journal: Journal | undefined;
-  if (options.journal !== undefined) {
-    try {
-      journal = openDurableJournal(resolve(project, options.journal));
-    } catch (error) {
-      process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
-      process.exit(1);
-    }
-  }
+  const project = launchDirectory();
+  const journal = journalOf(options.journal, project);
   const kernels = kernelServersOf(options.kernels, project);
   const kernelServers = kernels.servers;
   const sandbox = await startSandbox(options, project, kernels.secretFiles);
@@ -104,6 +90,26 @@ export async function serve(options: ServeOptions): Promise<void> {
   const served = serveStdio(clientContext(scope, settings), servingAfterOpening());
   await served;
   await stop(0);
+}
+
+function launchDirectory(): string {
+  try {
+    return realpathSync(process.cwd());
+  } catch (error) {
+    log.error(`cannot resolve the launch directory: ${describe(error)}`);
+    process.exit(1);
+  }
+}
+
+/** The durable journal of --journal; a file that cannot be the journal stops the server. */
+function journalOf(path: string | undefined, project: string): Journal | undefined {
+  if (path === undefined) return undefined;
+  try {
+    return openDurableJournal(resolve(project, path));
+  } catch (error) {
+    process.stderr.write(`repl-mcp: error: ${describe(error)}\n`);
+    process.exit(1);
+  }
 }
 
 /**

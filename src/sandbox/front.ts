@@ -106,7 +106,8 @@ export class ProxyFront {
 
   constructor(
     readonly path: string,
-    private readonly proxyPort: number,
+    /** The runtime's proxy: its port on loopback, and the token it wants from its clients. */
+    private readonly proxy: { port: number; token: string },
     private readonly owner: FrontOwner,
     private readonly decisions: Decisions,
   ) {
@@ -138,7 +139,7 @@ export class ProxyFront {
     this.connections.add(connection);
     Bun.connect<Connection>({
       hostname: "127.0.0.1",
-      port: this.proxyPort,
+      port: this.proxy.port,
       data: connection,
       socket: {
         open: (proxy) => {
@@ -174,13 +175,19 @@ export class ProxyFront {
       return;
     }
     // A SOCKS greeting and login go on at once: the client waits for their replies before it says more.
-    connection.toProxy.push(head.subarray(connection.forwarded, read.before));
+    connection.toProxy.push(this.authorized(head, connection.forwarded, read.before, read.login));
     connection.forwarded = read.before;
     connection.repliesBefore = read.repliesBefore;
     if (read.kind === "prefix") return;
     clearTimeout(connection.headTimer);
     connection.destination = read.destination;
-    const request = head.subarray(read.before);
+    const request =
+      read.headEnd === undefined
+        ? head.subarray(read.before)
+        : concat(
+            withCredentials(head.subarray(0, read.headEnd), this.proxy.token),
+            head.subarray(read.headEnd),
+          );
     connection.head = new Uint8Array(0);
     const turn = this.decisions.queue(read.destination, connection);
     connection.turn = turn;
@@ -226,6 +233,25 @@ export class ProxyFront {
     if (line?.[1] === "403") this.owner.refused(connection.destination, refusalOf(connection, line[2]));
   }
 
+  /**
+   * The bytes from `from` to `to`, a SOCKS login among them given this proxy's token. Arriving at this
+   * socket is what authenticates a worker (no other sandbox can reach it), so the front presents the
+   * proxy's current token whatever the worker sent: a worker an earlier server started (adopted after it
+   * was parked) knows only that server's token.
+   */
+  private authorized(
+    head: Uint8Array,
+    from: number,
+    to: number,
+    login: { start: number; end: number } | undefined,
+  ) {
+    if (!login || login.end <= from || login.start >= to) return head.subarray(from, to);
+    const user = head.subarray(login.start + 2, login.start + 2 + (head[login.start + 1] as number));
+    const token = new TextEncoder().encode(this.proxy.token);
+    const message = concat(Uint8Array.of(1, user.length), user, Uint8Array.of(token.length), token);
+    return concat(head.subarray(from, login.start), message, head.subarray(login.end, to));
+  }
+
   /** One side ended: the other ends once what it was sent has gone. */
   private ended(connection: Connection, side: "worker" | "proxy"): void {
     if (side === "worker") {
@@ -267,4 +293,36 @@ function refusalOf(connection: Connection, phrase: string | undefined): string {
     ?.split(/\r?\n/)[0]
     ?.trim();
   return body || "not allowed by the sandbox policy";
+}
+
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((size, part) => size + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+/**
+ * An HTTP request head with the proxy's token for credentials, under the user name the worker gave (the
+ * runtime's attribution key) or a name of our own.
+ */
+function withCredentials(head: Uint8Array, token: string): Uint8Array {
+  const text = new TextDecoder().decode(head);
+  const lines = text.split(/\r?\n/);
+  let user = "repl-mcp";
+  const kept = lines.filter((line) => {
+    const match = /^proxy-authorization:\s*basic\s+(\S+)/i.exec(line);
+    if (!match) return !/^proxy-authorization:/i.test(line);
+    const decoded = Buffer.from(match[1] as string, "base64").toString("utf8");
+    const colon = decoded.indexOf(":");
+    if (colon > 0) user = decoded.slice(0, colon);
+    return false;
+  });
+  // kept ends with the two empty strings of the blank line; the header goes before them.
+  const credentials = Buffer.from(`${user}:${token}`).toString("base64");
+  kept.splice(Math.max(1, kept.length - 2), 0, `Proxy-Authorization: Basic ${credentials}`);
+  return new TextEncoder().encode(kept.join("\r\n"));
 }

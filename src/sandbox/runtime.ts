@@ -171,7 +171,9 @@ export function releaseCommand(): void {
   SandboxManager.cleanupAfterCommand();
 }
 
-/** The proxy's port on this host's loopback, where the fronts send their connections. */
-export function proxyPort(): number | undefined {
-  return SandboxManager.getProxyPort();
+/** The proxy on this host's loopback, where the fronts send their connections, and its clients' token. */
+export function proxyEndpoint(): { port: number; token: string } | undefined {
+  const port = SandboxManager.getProxyPort();
+  const token = SandboxManager.getProxyAuthToken();
+  return port === undefined || token === undefined ? undefined : { port, token };
 }

@@ -30,7 +30,7 @@ import type { ContainedRecord } from "./record.ts";
 import { entryPath, type Policy } from "./policy.ts";
 import {
   type FilesystemLists,
-  proxyPort,
+  proxyEndpoint,
   releaseCommand,
   runtimeSupported,
   startRuntime,
@@ -214,10 +214,10 @@ export class Sandbox {
       contain: (spec) => this.contain(spec, session, live, lists),
       adopt: (record) => {
         // The worker is the earlier server's wrap: its placeholders are not this runtime's to count.
-        const port = proxyPort();
-        if (port === undefined) return () => {};
+        const proxy = proxyEndpoint();
+        if (proxy === undefined) return () => {};
         rmSync(record.socket, { force: true });
-        const front = new ProxyFront(record.socket, port, session, this.decisions);
+        const front = new ProxyFront(record.socket, proxy, session, this.decisions);
         live.add(record.own);
         this.unreleased.add(record.own);
         return () => {
@@ -245,8 +245,8 @@ export class Sandbox {
     const tmp = join(own, "tmp");
     mkdirSync(tmp, { mode: 0o700 });
     const socket = join(own, "p.sock");
-    const port = proxyPort();
-    const front = port === undefined ? undefined : new ProxyFront(socket, port, session, this.decisions);
+    const proxy = proxyEndpoint();
+    const front = proxy === undefined ? undefined : new ProxyFront(socket, proxy, session, this.decisions);
     live.add(own);
     this.unreleased.add(own);
     const release = () => {

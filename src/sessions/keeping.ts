@@ -193,10 +193,7 @@ export class Keeping {
     this.apply(session, outcome);
     if (outcome.lost)
       log.warn(`the default session's kept worker could not come back: ${outcome.lost.reason}`);
-    if (session.handover) {
-      session.supervisor.adopt(session.handover.worker, session.handover.info);
-      session.handover = undefined;
-    }
+    session.takeHandover();
   }
 
   /** What `prepare` came to, given to the session (its keep, the worker it adopts, what it lost). */

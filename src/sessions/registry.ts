@@ -378,11 +378,7 @@ export class Sessions {
       this.watcher.opened(session);
     }
     // Adopted once watched, so a cell it was running is seen starting.
-    if (session.handover) {
-      session.serveContained(session.handover.info);
-      session.supervisor.adopt(session.handover.worker, session.handover.info);
-      session.handover = undefined;
-    }
+    session.takeHandover();
   }
 
   /** The default project's broker: health reports it. */

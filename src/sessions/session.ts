@@ -190,14 +190,20 @@ export class Session {
   }
 
   /**
-   * An adopted worker that was contained (its record says so; the registry's adoption rule let only such
-   * a one reach a contained session) has its network served again, until it is gone.
+   * Hands a kept worker taken over for this session to its supervisor. One that was contained (its record
+   * says so; the adoption rule lets only such a one reach a contained session) has its network served
+   * again, until it is gone.
    */
-  serveContained(handover: Handover): void {
-    const record = v.safeParse(ContainedRecord, handover.containment);
-    if (!this.containment || !record.success) return;
-    const release = this.containment.adopt(record.output);
-    if (handover.whenGone) handover.whenGone(release);
+  takeHandover(): void {
+    const handover = this.handover;
+    if (!handover) return;
+    this.handover = undefined;
+    const record = v.safeParse(ContainedRecord, handover.info.containment);
+    if (this.containment && record.success) {
+      const release = this.containment.adopt(record.output);
+      handover.info.whenGone?.(release);
+    }
+    this.supervisor.adopt(handover.worker, handover.info);
   }
 
   /** How this session's workers start contained, when the server contains (not on a kernel). */
