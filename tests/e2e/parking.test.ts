@@ -60,7 +60,7 @@ async function keptList(server: Harness): Promise<any[]> {
 }
 
 function parkedDir(server: Harness): string {
-  return join(server.home, ".cache", "repl-mcp", "parked");
+  return join(server.home, ".cache", "repl-mcp", "run", "parked");
 }
 
 type Ending = "stdin" | "SIGTERM" | "SIGKILL";
