@@ -68,6 +68,8 @@ export class Sandbox {
     readonly policy: Policy,
     private readonly secrets: ServerSecrets,
     private readonly dirs: { workers: string; cache: string; run: string },
+    /** What a worker's command starts with to give up every capability ("" where it holds none). */
+    private readonly dropCapabilities: string,
   ) {}
 
   /**
@@ -88,13 +90,25 @@ export class Sandbox {
         `${missing.join(", ")} not found; install bubblewrap, socat and ripgrep (Debian, Ubuntu: apt-get install bubblewrap socat ripgrep)`,
       );
     }
-    const dirs = sandboxDirectories();
-    const sandbox = new Sandbox(policy, secrets, dirs);
     const applySeccomp = applySeccompProgram();
     if (process.platform === "linux" && !applySeccomp) {
       throw unavailable(`no seccomp helper for ${process.arch}: Unix sockets could not be refused to cells`);
     }
     const setpriv = Bun.which("setpriv") ?? undefined;
+    // As root, a cell holds every capability of the user namespace the seccomp helper maps uid 0 into:
+    // enough to make network and other namespaces of its own, and with them reach kernel code that only
+    // such namespaces expose. Its worker gives them all up for good (an empty bounding set) before
+    // Python starts; without setpriv it could not, so the server does not contain here at all.
+    const root = process.platform === "linux" && process.geteuid?.() === 0;
+    if (root && !setpriv) {
+      throw unavailable(
+        "as root, setpriv (util-linux) is needed to take every capability from the cells; install util-linux, or run as a user",
+      );
+    }
+    const dropCapabilities =
+      root && setpriv ? `${quote(setpriv)} --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- ` : "";
+    const dirs = sandboxDirectories();
+    const sandbox = new Sandbox(policy, secrets, dirs, dropCapabilities);
     if (process.platform === "linux" && !setpriv) {
       log.warn(
         "sandbox: setpriv (util-linux) not found: the proxy's bridge outlives a server killed with SIGKILL",
@@ -229,7 +243,7 @@ export class Sandbox {
     const { lists, now } = listsFor(own);
     let wrapped: string;
     try {
-      const command = `TMPDIR=${quote(tmp)} exec ${[spec.program, ...spec.args].map(quote).join(" ")}`;
+      const command = `TMPDIR=${quote(tmp)} exec ${this.dropCapabilities}${[spec.program, ...spec.args].map(quote).join(" ")}`;
       wrapped = await wrapCommand({
         command,
         cwd: session.project,
