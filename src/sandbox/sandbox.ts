@@ -14,7 +14,7 @@ import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
 import type { Contained } from "../worker/process.ts";
 import { applySeccompProgram, javaAgentJar, quote, socatProgram } from "./assets.ts";
-import { type ServerSecrets, workerLists } from "./builtin.ts";
+import { PROXY_SOCKET_NAME, type ServerSecrets, workerLists } from "./builtin.ts";
 import { Decisions, type Destination, type Verdict } from "./decisions.ts";
 import { ProxyFront } from "./front.ts";
 import { PathRules } from "./paths.ts";
@@ -231,7 +231,7 @@ export class Sandbox {
     const own = mkdtempSync(join(this.dirs.workers, "w-"));
     const tmp = join(own, "tmp");
     mkdirSync(tmp, { mode: 0o700 });
-    const socket = join(own, "p.sock");
+    const socket = join(own, PROXY_SOCKET_NAME);
     const port = proxyPort();
     const front = port === undefined ? undefined : new ProxyFront(socket, port, session, this.decisions);
     live.add(own);
