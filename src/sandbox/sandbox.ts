@@ -63,6 +63,12 @@ export interface SessionPlaces {
 
 export class Sandbox {
   readonly decisions = new Decisions();
+  /**
+   * The runtime keeps a socket of its own (its proxy's HTTP backend) in the run directory, which a server
+   * killed with SIGKILL cannot remove: a guardian of its own removes the directory then, as a worker's
+   * guardian removes the worker's. Its child only waits for the server to go.
+   */
+  private keeper: GuardedProcess | undefined;
 
   private constructor(
     readonly policy: Policy,
@@ -109,6 +115,17 @@ export class Sandbox {
       root && setpriv ? `${quote(setpriv)} --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- ` : "";
     const dirs = sandboxDirectories();
     const sandbox = new Sandbox(policy, secrets, dirs, dropCapabilities);
+    sandbox.keeper = new GuardedProcess(
+      {
+        program: "/bin/sh",
+        args: ["-c", "exec cat >/dev/null"],
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+        cwd: dirs.run,
+        cleanup: [dirs.run],
+      },
+      { stderr: "ignore" },
+    );
+    void new Response(sandbox.keeper.stdout).arrayBuffer();
     if (process.platform === "linux" && !setpriv) {
       log.warn(
         "sandbox: setpriv (util-linux) not found: the proxy's bridge outlives a server killed with SIGKILL",
@@ -295,6 +312,7 @@ export class Sandbox {
 
   async stop(): Promise<void> {
     await stopRuntime().catch((error) => log.debug("sandbox runtime stop:", error));
+    await this.keeper?.stop(0);
     rmSync(this.dirs.run, { recursive: true, force: true });
   }
 }
