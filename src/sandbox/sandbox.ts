@@ -101,31 +101,10 @@ export class Sandbox {
       throw unavailable(`no seccomp helper for ${process.arch}: Unix sockets could not be refused to cells`);
     }
     const setpriv = Bun.which("setpriv") ?? undefined;
-    // As root, a cell holds every capability of the user namespace the seccomp helper maps uid 0 into:
-    // enough to make network and other namespaces of its own, and with them reach kernel code that only
-    // such namespaces expose. Its worker gives them all up for good (an empty bounding set) before
-    // Python starts; without setpriv it could not, so the server does not contain here at all.
-    const root = process.platform === "linux" && process.geteuid?.() === 0;
-    if (root && !setpriv) {
-      throw unavailable(
-        "as root, setpriv (util-linux) is needed to take every capability from the cells; install util-linux, or run as a user",
-      );
-    }
-    const dropCapabilities =
-      root && setpriv ? `${quote(setpriv)} --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- ` : "";
+    const dropCapabilities = capabilityDrop(setpriv);
     const dirs = sandboxDirectories();
     const sandbox = new Sandbox(policy, secrets, dirs, dropCapabilities);
-    sandbox.keeper = new GuardedProcess(
-      {
-        program: "/bin/sh",
-        args: ["-c", "exec cat >/dev/null"],
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-        cwd: dirs.run,
-        cleanup: [dirs.run],
-      },
-      { stderr: "ignore" },
-    );
-    void new Response(sandbox.keeper.stdout).arrayBuffer();
+    sandbox.keeper = keeper(dirs.run);
     if (process.platform === "linux" && !setpriv) {
       log.warn(
         "sandbox: setpriv (util-linux) not found: the proxy's bridge outlives a server killed with SIGKILL",
@@ -333,6 +312,39 @@ async function runGuarded(wrapped: string, cwd: string): Promise<{ code: number 
   }
   const why = (await stderr).trim().split("\n").pop() || `exit status ${exit?.code ?? exit?.signal}`;
   return { code: exit?.code ?? null, why };
+}
+
+/**
+ * What a worker's command starts with to give up every capability. As root, a cell holds all of them in
+ * the user namespace the seccomp helper maps uid 0 into: enough to make network and other namespaces of
+ * its own, and with them reach kernel code that only such namespaces expose. The worker gives them up for
+ * good (an empty bounding set) before Python starts; without setpriv it could not, so a root server does
+ * not contain at all. Elsewhere nothing is held: "".
+ */
+function capabilityDrop(setpriv: string | undefined): string {
+  if (process.platform !== "linux" || process.geteuid?.() !== 0) return "";
+  if (!setpriv) {
+    throw unavailable(
+      "as root, setpriv (util-linux) is needed to take every capability from the cells; install util-linux, or run as a user",
+    );
+  }
+  return `${quote(setpriv)} --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- `;
+}
+
+/** The guardian that removes the runtime's directory `run` when the server is gone (see Sandbox.keeper). */
+function keeper(run: string): GuardedProcess {
+  const guarded = new GuardedProcess(
+    {
+      program: "/bin/sh",
+      args: ["-c", "exec cat >/dev/null"],
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      cwd: run,
+      cleanup: [run],
+    },
+    { stderr: "ignore" },
+  );
+  void new Response(guarded.stdout).arrayBuffer();
+  return guarded;
 }
 
 function unavailable(why: string): ReplError {
