@@ -475,3 +475,19 @@ describe.skipIf(reason !== undefined)("a contained cell's escape attempts", () =
     120_000,
   );
 });
+
+// Not yet: a protected file is hidden by a mount over its path, made when the worker starts, and Linux
+// detaches that mount when the file is replaced on the host (git rewrites .git/config by rename, so do
+// editors and Claude Code their files). From then on the live worker may write it: a hook for the next
+// git command. The server's own secret files are rewritten in place for this reason (fs/in-place.ts);
+// files other programs replace are not yet kept protected.
+describe.skipIf(reason !== undefined)("a protected file replaced on the host while a worker lives", () => {
+  test.failing("stays unwritable to the worker", async () => {
+    const [, contained] = await pair("http");
+    const write = "open('.git/config', 'a').write('\\n[core]\\n\\tfsmonitor = echo escaped\\n')";
+    expect(raised(await contained.run(write))).toStartWith("OSError: [Errno 30]");
+    const renamed = Bun.spawnSync(["git", "-C", contained.project, "config", "user.name", "Person"]);
+    expect(renamed.exitCode).toBe(0);
+    expect(raised(await contained.run(write))).toStartWith("OSError: [Errno 30]");
+  });
+});
