@@ -5533,7 +5533,13 @@ class _Sandbox:
             if type(filename) is str and error.errno in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS):
                 full = os.path.realpath(filename)
                 written = any(found["target"] == full for found in self.found)
-                if not written and self._under(full, self.read_denied) and not self._under(full, self.read_allowed):
+                if written:
+                    pass
+                elif error.errno == errno.EROFS:
+                    # Only a write meets a read-only mount: in a writable place, a name the sandbox itself
+                    # protects there (.git/hooks, .vscode, a shell's start file), which no list names.
+                    self._note("write", full, "never writable in the sandbox")
+                elif self._under(full, self.read_denied) and not self._under(full, self.read_allowed):
                     self._note("read", full, "a place the sandbox keeps unreadable (credentials, secrets)")
             error = error.__cause__ or error.__context__
         found, self.found = self.found, []

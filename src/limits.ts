@@ -266,6 +266,11 @@ export const JOURNAL_MAX_RECORDS = 256;
 export const JOURNAL_MAX_SERIALIZED_BYTES = 900_000;
 /** A journal file larger than this is not one we wrote. */
 export const JOURNAL_FILE_MAX_BYTES = 1_048_576;
+/**
+ * The copy of a private file being rewritten in place (fs/in-place.ts): the largest such file (the
+ * journal), its path and room to spare.
+ */
+export const REWRITE_COPY_MAX_BYTES = 2 * JOURNAL_FILE_MAX_BYTES;
 /** Identity fields (session, run, server, tool) and the project path, as kept in a journal record. */
 export const JOURNAL_TEXT_MAX_CHARS = 400;
 export const JOURNAL_PROJECT_MAX_CHARS = 4_096;

@@ -2,13 +2,14 @@
 // a journal file at a time: an exclusive flock on its `.lock` sibling, taken at start-up without waiting. An existing file is
 // trusted only when it is private, ours, small and made of known keys; calls it still lists as
 // dispatched were cut off by a crash and become outcome_unknown before anything else runs. Every change
-// is then written whole (atomic replace) by one writer that folds changes arriving meanwhile into its
-// next write.
+// is then written whole, in place (fs/in-place.ts: a contained cell must not read the journal, and a
+// rename over it would undo the mount that hides it), by one writer that folds changes arriving
+// meanwhile into its next write.
 import { existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import * as v from "valibot";
 import { ReplError } from "../errors.ts";
-import { writePrivateFileAtomic, writePrivateFileAtomicAsync } from "../fs/atomic.ts";
+import { finishRewrite, rewritePrivateFile, rewritePrivateFileAsync } from "../fs/in-place.ts";
 import { type FileLock, lockPathFor, tryLockExclusive } from "../fs/lock.ts";
 import { PRIVATE_DIR_MODE } from "../fs/private-dir.ts";
 import { PrivateFileError, readPrivateFile } from "../fs/private-file.ts";
@@ -84,9 +85,11 @@ export function openDurableJournal(path: string): Journal {
   }
   if (!lock) throw new ReplError("JOURNAL_OWNED", JOURNAL_OWNED);
   try {
+    finishRewrite(path);
     const records = readJournalFile(path);
     for (const record of records) if (record.status === "dispatched") record.status = "outcome_unknown";
-    writePrivateFileAtomic(path, serialize(records));
+    // In place: a contained cell must not read the journal, and a rename would undo what hides it.
+    rewritePrivateFile(path, serialize(records));
     // The lock is held for the life of the process; the kernel drops it when the process ends.
     return new Journal(new JournalWriter(path), records);
   } catch (error) {
@@ -133,7 +136,7 @@ class JournalWriter implements JournalStore {
       const version = this.version;
       let failure: unknown;
       try {
-        await writePrivateFileAtomicAsync(this.path, serialize(this.records));
+        await rewritePrivateFileAsync(this.path, serialize(this.records));
       } catch (error) {
         failure = error;
       }

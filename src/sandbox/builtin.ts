@@ -80,11 +80,16 @@ export interface WorkerPlaces {
   own: string;
 }
 
+/** A worker's proxy socket, in its own directory (front.ts listens there, its sandbox's relays dial it). */
+export const PROXY_SOCKET_NAME = "p.sock";
+
 export function workerLists(policy: Policy, places: WorkerPlaces, secrets: ServerSecrets): FilesystemLists {
   const inHome = (path: string) => join(places.home, path);
   return {
     denyRead: [...CREDENTIAL_PLACES.map(inHome), ...secrets.readDenied, places.workers, ...policy.denyRead],
-    allowRead: [places.own, ...policy.allowRead],
+    // The socket alone: an allowRead entry is bound back read-only after the writable places, so one
+    // naming the worker's own directory would make its TMPDIR in there read-only again.
+    allowRead: [join(places.own, PROXY_SOCKET_NAME), ...policy.allowRead],
     allowWrite: [
       places.project,
       places.tmp,

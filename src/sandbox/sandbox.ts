@@ -22,7 +22,7 @@ import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
 import type { Contained } from "../worker/process.ts";
 import { applySeccompProgram, javaAgentJar, quote, socatProgram } from "./assets.ts";
-import { type ServerSecrets, workerLists } from "./builtin.ts";
+import { PROXY_SOCKET_NAME, type ServerSecrets, workerLists } from "./builtin.ts";
 import { Decisions, type Destination, type Verdict } from "./decisions.ts";
 import { ProxyFront } from "./front.ts";
 import { PathRules } from "./paths.ts";
@@ -76,11 +76,19 @@ export class Sandbox {
   readonly decisions = new Decisions();
   /** Every worker directory whose worker this server has not seen end (a parked one stays in it). */
   private readonly unreleased = new Set<string>();
+  /**
+   * The runtime keeps a socket of its own (its proxy's HTTP backend) in the run directory, which a server
+   * killed with SIGKILL cannot remove: a guardian of its own removes the directory then, as a worker's
+   * guardian removes the worker's. Its child only waits for the server to go.
+   */
+  private keeper: GuardedProcess | undefined;
 
   private constructor(
     readonly policy: Policy,
     private readonly secrets: ServerSecrets,
     private readonly dirs: { workers: string; cache: string; run: string },
+    /** What a worker's command starts with to give up every capability ("" where it holds none). */
+    private readonly dropCapabilities: string,
   ) {}
 
   /**
@@ -101,13 +109,15 @@ export class Sandbox {
         `${missing.join(", ")} not found; install bubblewrap, socat and ripgrep (Debian, Ubuntu: apt-get install bubblewrap socat ripgrep)`,
       );
     }
-    const dirs = sandboxDirectories();
-    const sandbox = new Sandbox(policy, secrets, dirs);
     const applySeccomp = applySeccompProgram();
     if (process.platform === "linux" && !applySeccomp) {
       throw unavailable(`no seccomp helper for ${process.arch}: Unix sockets could not be refused to cells`);
     }
     const setpriv = Bun.which("setpriv") ?? undefined;
+    const dropCapabilities = capabilityDrop(setpriv);
+    const dirs = sandboxDirectories();
+    const sandbox = new Sandbox(policy, secrets, dirs, dropCapabilities);
+    sandbox.keeper = keeper(dirs.run);
     if (process.platform === "linux" && !setpriv) {
       log.warn(
         "sandbox: setpriv (util-linux) not found: the proxy's bridge outlives a server killed with SIGKILL",
@@ -244,7 +254,7 @@ export class Sandbox {
     const own = mkdtempSync(join(this.dirs.workers, "w-"));
     const tmp = join(own, "tmp");
     mkdirSync(tmp, { mode: 0o700 });
-    const socket = join(own, "p.sock");
+    const socket = join(own, PROXY_SOCKET_NAME);
     const proxy = proxyEndpoint();
     const front = proxy === undefined ? undefined : new ProxyFront(socket, proxy, session, this.decisions);
     live.add(own);
@@ -258,7 +268,7 @@ export class Sandbox {
     const { lists, now } = listsFor(own);
     let wrapped: string;
     try {
-      const command = `TMPDIR=${quote(tmp)} exec ${[spec.program, ...spec.args].map(quote).join(" ")}`;
+      const command = `TMPDIR=${quote(tmp)} exec ${this.dropCapabilities}${[spec.program, ...spec.args].map(quote).join(" ")}`;
       wrapped = await wrapCommand({
         command,
         cwd: session.project,
@@ -312,6 +322,7 @@ export class Sandbox {
 
   async stop(): Promise<void> {
     await stopRuntime(this.unreleased.size > 0).catch((error) => log.debug("sandbox runtime stop:", error));
+    await this.keeper?.stop(0);
     rmSync(this.dirs.run, { recursive: true, force: true });
   }
 }
@@ -332,6 +343,39 @@ async function runGuarded(wrapped: string, cwd: string): Promise<{ code: number 
   }
   const why = (await stderr).trim().split("\n").pop() || `exit status ${exit?.code ?? exit?.signal}`;
   return { code: exit?.code ?? null, why };
+}
+
+/**
+ * What a worker's command starts with to give up every capability. As root, a cell holds all of them in
+ * the user namespace the seccomp helper maps uid 0 into: enough to make network and other namespaces of
+ * its own, and with them reach kernel code that only such namespaces expose. The worker gives them up for
+ * good (an empty bounding set) before Python starts; without setpriv it could not, so a root server does
+ * not contain at all. Elsewhere nothing is held: "".
+ */
+function capabilityDrop(setpriv: string | undefined): string {
+  if (process.platform !== "linux" || process.geteuid?.() !== 0) return "";
+  if (!setpriv) {
+    throw unavailable(
+      "as root, setpriv (util-linux) is needed to take every capability from the cells; install util-linux, or run as a user",
+    );
+  }
+  return `${quote(setpriv)} --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- `;
+}
+
+/** The guardian that removes the runtime's directory `run` when the server is gone (see Sandbox.keeper). */
+function keeper(run: string): GuardedProcess {
+  const guarded = new GuardedProcess(
+    {
+      program: "/bin/sh",
+      args: ["-c", "exec cat >/dev/null"],
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      cwd: run,
+      cleanup: [run],
+    },
+    { stderr: "ignore" },
+  );
+  void new Response(guarded.stdout).arrayBuffer();
+  return guarded;
 }
 
 function unavailable(why: string): ReplError {

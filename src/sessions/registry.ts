@@ -292,8 +292,10 @@ export class Sessions {
       maxMemoryMib: this.options.maxMemoryMib,
       approvalTimeoutMs: this.options.approvalTimeoutMs,
       sandbox: this.options.sandbox,
-      recordConnection: ({ allowed, ...fields }: ConnectionRecord) => {
+      recordConnection: async ({ allowed, ...fields }: ConnectionRecord) => {
         this.journal.connection(fields, allowed);
+        // Best effort: the record is final, and a journal file that cannot be written changes no outcome.
+        await this.journal.persisted().catch(() => {});
       },
     };
   }

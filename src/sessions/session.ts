@@ -78,8 +78,8 @@ export interface SessionOptions {
   broker: Broker;
   /** --sandbox: a local session's workers start contained (kernel sessions are not: docs/sandbox.md). */
   sandbox?: Sandbox;
-  /** Where the person's decisions on contained cells' connections are recorded. */
-  recordConnection?: (fields: ConnectionRecord) => void;
+  /** Where the person's decisions on contained cells' connections are recorded (durably, with --journal). */
+  recordConnection?: (fields: ConnectionRecord) => Promise<void>;
   /** What this session's cells may list of the journal: the records of its own client. */
   journal: JournalView;
   artifacts: ArtifactStore;
@@ -232,7 +232,7 @@ export class Session {
       run?.signal,
     );
     const allowed = verdict.decision === "allow_once" || verdict.decision === "allow_session";
-    options.recordConnection?.({
+    await options.recordConnection?.({
       session_id: this.id,
       project: this.project,
       run_id: run?.id ?? null,

@@ -1,10 +1,15 @@
 // A second host for tests: a network namespace of its own, joined to this one by a veth pair on a /30
-// of its own in 10.231.0.0/16 (this side .1, the namespace .2). What runs in it (`wrap`) is reachable
-// from here only at `address`, not on this host's loopback. Making one needs root (CAP_SYS_ADMIN for
-// `ip netns add`, CAP_NET_ADMIN for the veth) and iproute2's `ip`; tests that need it skip, saying why,
-// elsewhere.
+// of its own (this side .1, the namespace .2), in 10.231.0.0/16 or, for hosts a contained cell reaches
+// through the sandbox's proxy, in 198.18.0.0/15 (the benchmarking range: the proxy refuses loopback and
+// this host's own addresses, and its NO_PROXY sends the private ranges around it). What runs in it
+// (`wrap`, `serve`) is reachable from here only at `address`, not on this host's loopback, and only
+// through the veth: `create` checks the route before returning, so no test traffic takes the default
+// route off this machine. Making one needs root (CAP_SYS_ADMIN for `ip netns add`, CAP_NET_ADMIN for the
+// veth) and iproute2's `ip`; tests that need it skip, saying why, elsewhere.
 import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 
+const HTTP_HOST = resolve(import.meta.dir, "../fixtures/hosts/http-host.ts");
 const IP = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].find((path) => existsSync(path));
 const PREFIX = "rmcp";
 
@@ -61,6 +66,13 @@ process.on("exit", () => {
   for (const host of live) host.destroySync();
 });
 
+/**
+ * Where a second host's /30 may be picked, by the range's first address, and its prefix length:
+ * a private range, which the sandbox's proxy never dials (its NO_PROXY lists it), and the benchmarking
+ * range (RFC 2544), which it dials like any host outside.
+ */
+export const RANGES = { "10.231.0.0": 16, "198.18.0.0": 15 } as const;
+
 /** IPv4 dotted quad as a number, and back. */
 const toNumber = (address: string) => address.split(".").reduce((n, part) => n * 256 + Number(part), 0);
 const toAddress = (n: number) => [24, 16, 8, 0].map((shift) => Math.floor(n / 2 ** shift) % 256).join(".");
@@ -111,15 +123,16 @@ export class SecondHost {
   ) {}
 
   /**
-   * Makes one with unique names and a /30 no other interface or route here uses (picked at random;
-   * checked again once ours is up, against a parallel test having picked the same one).
+   * Makes one with unique names and a /30 of `range` no other interface or route here uses (picked at
+   * random; checked again once ours is up, against a parallel test having picked the same one).
    */
-  static async create(): Promise<SecondHost> {
+  static async create({ range = "10.231.0.0" }: { range?: keyof typeof RANGES } = {}): Promise<SecondHost> {
     const why = netnsMissing();
     if (why) throw new Error(why);
+    const [first, prefix] = [range, RANGES[range]];
     for (let attempt = 0; attempt < 20; attempt++) {
-      const [random = 0] = crypto.getRandomValues(new Uint16Array(1));
-      const base = toNumber("10.231.0.0") + 4 * (random % 16384);
+      const [random = 0] = crypto.getRandomValues(new Uint32Array(1));
+      const base = toNumber(first) + 4 * (random % 2 ** (30 - prefix));
       if (await subnetTaken(base)) continue;
       const id = randomHex(4);
       const host = new SecondHost(
@@ -131,14 +144,17 @@ export class SecondHost {
       live.add(host);
       try {
         await host.setUp();
-        if (!(await subnetTaken(base, host.hostInterface))) return host;
+        if (!(await subnetTaken(base, host.hostInterface))) {
+          await host.checkRoute();
+          return host;
+        }
       } catch (error) {
         await host.destroy();
         throw error;
       }
       await host.destroy();
     }
-    throw new Error("found no free /30 in 10.231.0.0/16 for a second host");
+    throw new Error(`found no free /30 in ${first}/${prefix} for a second host`);
   }
 
   private async setUp(): Promise<void> {
@@ -152,12 +168,34 @@ export class SecondHost {
     await ip(["-n", this.name, "link", "set", "lo", "up"]);
   }
 
+  /** Refuses a host whose address this host would reach other than through its own veth. */
+  private async checkRoute(): Promise<void> {
+    const [route] = JSON.parse(await ip(["-j", "route", "get", this.address])) as { dev?: string }[];
+    if (route?.dev !== this.hostInterface)
+      throw new Error(`${this.address} is routed through ${route?.dev}, not the second host's veth`);
+  }
+
   /**
    * `argv` run inside the namespace (`ip netns exec`, which execs it: the spawned pid is the command's
    * own). Give the command an absolute path or a PATH that holds it.
    */
   wrap(argv: string[]): string[] {
     return [IP ?? "ip", "netns", "exec", this.name, ...argv];
+  }
+
+  /**
+   * An HTTP server inside (tests/fixtures/hosts/http-host.ts), serving the files under `root`, with
+   * every request it receives kept in `requests`. Stopped with the host.
+   */
+  async serve(root: string): Promise<HostedHttp> {
+    const proc = Bun.spawn(this.wrap([process.execPath, HTTP_HOST, this.address, root]), {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "inherit",
+    });
+    const served = new HostedHttp(this.address, proc);
+    await served.started();
+    return served;
   }
 
   /** The pids of the processes running inside it now. */
@@ -199,5 +237,71 @@ export class SecondHost {
     ipSync(["netns", "del", this.name]);
     this.destroyed = true;
     live.delete(this);
+  }
+}
+
+/** One request a second host's HTTP server received. */
+export interface HostedRequest {
+  method: string;
+  path: string;
+}
+
+/** An HTTP server on a second host: where it listens, and what reached it. */
+export class HostedHttp {
+  port = 0;
+  readonly requests: HostedRequest[] = [];
+  private readonly listening: Promise<void>;
+
+  constructor(
+    readonly address: string,
+    private readonly proc: ReturnType<typeof Bun.spawn>,
+  ) {
+    this.listening = this.read();
+  }
+
+  /** `http://address:port`. */
+  get origin(): string {
+    return `http://${this.address}:${this.port}`;
+  }
+
+  /** The requests whose path starts with `prefix`. */
+  received(prefix: string): HostedRequest[] {
+    return this.requests.filter((request) => request.path.startsWith(prefix));
+  }
+
+  async started(): Promise<void> {
+    await this.listening;
+    if (this.port === 0) throw new Error("the second host's HTTP server did not start");
+  }
+
+  private read(): Promise<void> {
+    let ready!: () => void;
+    const listening = new Promise<void>((resolve) => {
+      ready = resolve;
+    });
+    void (async () => {
+      const decoder = new TextDecoder();
+      let buffered = "";
+      for await (const chunk of this.proc.stdout as ReadableStream<Uint8Array>) {
+        buffered += decoder.decode(chunk, { stream: true });
+        let end = buffered.indexOf("\n");
+        while (end !== -1) {
+          const line = JSON.parse(buffered.slice(0, end));
+          buffered = buffered.slice(end + 1);
+          if (typeof line.port === "number") {
+            this.port = line.port;
+            ready();
+          } else this.requests.push(line as HostedRequest);
+          end = buffered.indexOf("\n");
+        }
+      }
+      ready();
+    })();
+    return listening;
+  }
+
+  async stop(): Promise<void> {
+    this.proc.kill("SIGKILL");
+    await this.proc.exited;
   }
 }

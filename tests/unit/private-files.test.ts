@@ -12,6 +12,12 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { writePrivateFileAtomic, writePrivateFileAtomicAsync } from "../../src/fs/atomic.ts";
+import {
+  finishRewrite,
+  rewritePrivateFile,
+  rewritePrivateFileAsync,
+  unfinishedRewrite,
+} from "../../src/fs/in-place.ts";
 import { lockExclusive, lockPathFor, tryLockExclusive } from "../../src/fs/lock.ts";
 import { ensurePrivateDirectory } from "../../src/fs/private-dir.ts";
 import { PrivateFileError, readPrivateFile } from "../../src/fs/private-file.ts";
@@ -122,4 +128,49 @@ test("private directories are created 0700; a group-readable one is refused", ()
   expect(() => ensurePrivateDirectory(join(base, "open"), "OAuth store directory")).toThrow(
     "OAuth store directory must have permissions 0700",
   );
+});
+
+test("a rewrite in place keeps the file's inode and writes nothing beside it", async () => {
+  const base = dir();
+  const path = join(base, "journal.json");
+  writePrivateFileAtomic(path, "first, and longer than what follows");
+  const inode = statSync(path).ino;
+  rewritePrivateFile(path, "second");
+  expect([readFileSync(path, "utf8"), statSync(path).ino]).toEqual(["second", inode]);
+  await rewritePrivateFileAsync(path, "third");
+  expect([readFileSync(path, "utf8"), statSync(path).ino]).toEqual(["third", inode]);
+  expect(readdirSync(base)).toEqual(["journal.json"]);
+  expect(statSync(path).mode & 0o777).toBe(0o600);
+  // A file that does not exist yet is written whole, as before.
+  await rewritePrivateFileAsync(join(base, "new.json"), "new");
+  expect(readFileSync(join(base, "new.json"), "utf8")).toBe("new");
+});
+
+test("a rewrite cut short is read from its copy and finished at the next start", () => {
+  const base = dir();
+  const runtime = join(base, "run");
+  const path = join(base, "credentials.json");
+  writePrivateFileAtomic(path, '{"old": true}');
+  const xdg = process.env.XDG_RUNTIME_DIR;
+  process.env.XDG_RUNTIME_DIR = runtime;
+  mkdirSync(runtime, { mode: 0o700 });
+  try {
+    expect(unfinishedRewrite(path)).toBeUndefined();
+    // What a crash between the copy and the end of the write in place leaves: a torn file and its copy.
+    rewritePrivateFile(path, '{"new": "whole"}');
+    const copies = join(runtime, "repl-mcp", "rewrites");
+    expect(readdirSync(copies)).toEqual([]);
+    writeFileSync(path, '{"new": "who');
+    const digest = new Bun.CryptoHasher("sha256").update(path).digest("hex").slice(0, 32);
+    writePrivateFileAtomic(join(copies, digest), `${path}\n{"new": "whole"}`);
+    expect(unfinishedRewrite(path)).toBe('{"new": "whole"}');
+    const inode = statSync(path).ino;
+    finishRewrite(path);
+    expect([readFileSync(path, "utf8"), statSync(path).ino]).toEqual(['{"new": "whole"}', inode]);
+    expect(readdirSync(copies)).toEqual([]);
+    expect(unfinishedRewrite(path)).toBeUndefined();
+  } finally {
+    if (xdg === undefined) delete process.env.XDG_RUNTIME_DIR;
+    else process.env.XDG_RUNTIME_DIR = xdg;
+  }
 });

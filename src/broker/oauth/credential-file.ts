@@ -1,11 +1,11 @@
 // The credential file of an authorization-code grant (docs/broker.md, OAuth: "The credential file"): one JSON object a user may read
 // and edit, holding the client registration and the token endpoint's response as it arrived. It is
 // private (0600, a regular file owned by the user, never a symlink), at most 64 KiB, bound to the
-// server URL it was granted for, and only ever replaced whole.
+// server URL it was granted for, and only ever rewritten whole (in place: fs/in-place.ts).
 import { dirname } from "node:path";
 import * as v from "valibot";
 import { ReplError } from "../../errors.ts";
-import { writePrivateFileAtomicAsync } from "../../fs/atomic.ts";
+import { rewritePrivateFileAsync, unfinishedRewrite } from "../../fs/in-place.ts";
 import { ensurePrivateDirectory } from "../../fs/private-dir.ts";
 import { PrivateFileError, readPrivateFile } from "../../fs/private-file.ts";
 import { OAUTH_CREDENTIAL_FILE_MAX_BYTES, OAUTH_REFRESH_MARGIN_SECONDS } from "../../limits.ts";
@@ -64,7 +64,13 @@ export function readCredentialFile(path: string, serverUrl: string): CredentialF
   try {
     json = JSON.parse(text);
   } catch {
-    throw problem(`OAuth credential file is not valid JSON; ${LOGIN_AGAIN}`);
+    // Read while it was being rewritten in place, or cut short by a crash: its copy is whole.
+    const whole = unfinishedRewrite(path);
+    try {
+      json = JSON.parse(whole ?? "");
+    } catch {
+      throw problem(`OAuth credential file is not valid JSON; ${LOGIN_AGAIN}`);
+    }
   }
   const parsed = v.safeParse(CredentialFile, json);
   if (!parsed.success) {
@@ -82,7 +88,8 @@ export async function writeCredentialFile(path: string, file: CredentialFile): P
   if (Buffer.byteLength(text) > OAUTH_CREDENTIAL_FILE_MAX_BYTES) {
     throw problem("The token response would make the OAuth credential file exceed 64 KiB; nothing was saved");
   }
-  await writePrivateFileAtomicAsync(path, text);
+  // In place: a contained cell must not read it, and a rename over it would undo the mount that hides it.
+  await rewritePrivateFileAsync(path, text);
 }
 
 function sameResource(a: string, b: string): boolean {
