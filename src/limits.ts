@@ -436,3 +436,5 @@ export const SANDBOX_RELAY_BACKLOG_BYTES = 1_048_576;
 export const SANDBOX_PROBE_TIMEOUT_MS = 15_000;
 /** Longest path of the sandbox's directory in the temporary directory, leaving room for a socket's name (108 bytes in all). */
 export const SANDBOX_SOCKET_PATH_MAX_BYTES = 64;
+/** The buffer of the sandbox's socat relays (socat's own default is 8 KiB). */
+export const SOCAT_BUFFER_BYTES = 131_072;
