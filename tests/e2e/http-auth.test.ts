@@ -122,10 +122,10 @@ function expectedNotice(url: string, tokenFile: string) {
 }
 
 describe("with no token given, a loopback server makes one and requires it", () => {
-  test.concurrent("kept in a private file of the cache directory, printed with the client configuration", async () => {
+  test.concurrent("kept in a private file of the runtime directory, printed with the client configuration", async () => {
     const server = await serve();
     const port = new URL(server.url).port;
-    const tokenFile = join(server.home, ".cache", "repl-mcp", `http-127.0.0.1-${port}.token`);
+    const tokenFile = join(server.home, ".cache", "repl-mcp", "run", `http-127.0.0.1-${port}.token`);
     expect(server.stderr).toBe(expectedNotice(server.url, tokenFile));
     expect(server.tokenFile).toBe(tokenFile);
     expect(server.token).toMatch(/^[0-9a-f]{64}$/);

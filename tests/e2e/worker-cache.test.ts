@@ -100,7 +100,7 @@ for (const [what, spoil, reason] of untrusted) {
     const harness = await start(join(cache, ".."));
     expect((await harness.run("6 * 7")).value).toBe(42);
     expect(existsSync(marker)).toBe(false);
-    const warning = `The worker cache directory ${cache} ${reason}`;
+    const warning = `The cache directory ${cache} ${reason}`;
     await waitFor(() => harness.stderr.includes(warning), { what: "the warning on stderr" });
   }, 60_000);
 }
