@@ -56,6 +56,28 @@ export const RUNTIME_DEFAULT_WRITES = [
   ".claude/debug",
 ] as const;
 
+/**
+ * The names the runtime itself protects in the project it wraps in (its "dangerous" files and
+ * directories), as it documents them; only watched here (watch.ts), never given to it.
+ */
+export const RUNTIME_PROTECTED_NAMES = [
+  ".gitconfig",
+  ".gitmodules",
+  ".bashrc",
+  ".bash_profile",
+  ".zshrc",
+  ".zprofile",
+  ".profile",
+  ".ripgreprc",
+  ".mcp.json",
+  ".vscode",
+  ".idea",
+  ".claude/commands",
+  ".claude/agents",
+  ".git/hooks",
+  ".git/config",
+] as const;
+
 /** What is secret or ours to keep, server-wide (sandbox.ts gathers it from the server's configuration). */
 export interface ServerSecrets {
   /** Files and directories a cell must not read: tokens, credentials, the journal, parked sessions. */

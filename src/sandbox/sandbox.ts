@@ -22,14 +22,16 @@ import { log } from "../log.ts";
 import { withTimeout } from "../timeout.ts";
 import type { Contained } from "../worker/process.ts";
 import { applySeccompProgram, javaAgentJar, quote, socatProgram } from "./assets.ts";
-import { PROXY_SOCKET_NAME, type ServerSecrets, workerLists } from "./builtin.ts";
+import { PROXY_SOCKET_NAME, RUNTIME_PROTECTED_NAMES, type ServerSecrets, workerLists } from "./builtin.ts";
 import { Decisions, type Destination, type Verdict } from "./decisions.ts";
 import { ProxyFront } from "./front.ts";
 import { PathRules } from "./paths.ts";
+import { ProtectionWatch } from "./watch.ts";
 import type { ContainedRecord } from "./record.ts";
 import { entryPath, type Policy } from "./policy.ts";
 import {
   type FilesystemLists,
+  type PathEntry,
   proxyEndpoint,
   releaseCommand,
   runtimeSupported,
@@ -294,12 +296,23 @@ export class Sandbox {
       REPL_MCP_SANDBOX: JSON.stringify(lists),
     });
     const record: ContainedRecord = { contained: true, own, socket, policy: this.policy.source };
+    let watch: ProtectionWatch | undefined;
     return {
       spec: { program: "/bin/sh", args: ["-c", wrapped], env, cwd: spec.cwd, cleanup: [own] },
       record,
       release: () => {
+        watch?.close();
         releaseCommand();
         release();
+      },
+      onBreach: (stop) => {
+        watch = new ProtectionWatch(protectedPaths(lists, session.project), (path) =>
+          stop(
+            `The sandbox stopped this worker: ${path}, which it protects, was replaced by a program on this ` +
+              "host, and the worker would have reached the new file unprotected; variables cleared. The next " +
+              "cell starts a worker that protects it again",
+          ),
+        );
       },
     };
   }
@@ -325,6 +338,20 @@ export class Sandbox {
     await this.keeper?.stop(0);
     rmSync(this.dirs.run, { recursive: true, force: true });
   }
+}
+
+/** The files and directories a worker's sandbox mounts over, as they exist when it starts. */
+function protectedPaths(lists: FilesystemLists, project: string): string[] {
+  const names = (entries: PathEntry[]) =>
+    entries.flatMap((entry) => {
+      const path = typeof entry === "string" ? entry : entry.path;
+      return typeof entry === "string" && /[*?[\]]/.test(path) ? [] : [path];
+    });
+  return [
+    ...names(lists.denyRead),
+    ...names(lists.denyWrite),
+    ...RUNTIME_PROTECTED_NAMES.map((name) => join(project, name)),
+  ];
 }
 
 /** Runs a wrapped command through a guardian (no process of ours is left unowned); its exit and why. */

@@ -27,6 +27,7 @@ import type { CloseReason, Handover, WorkerChannel } from "./channel.ts";
 import { parseWorkerFrame, ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { hostPidOf } from "./namespace-pid.ts";
 import { NativeStderr } from "./native-stderr.ts";
+import type { Failure } from "./result.ts";
 import { type WorkerLaunch, workerSpec } from "./process.ts";
 import { residentBytes } from "./rss.ts";
 
@@ -50,6 +51,8 @@ export class KeptWorker implements WorkerChannel {
    * its host pid, SIGINT goes to it alone, and the groups it reports are never signalled from out here.
    */
   private readonly contained: boolean;
+  /** Why the worker was lost, when the server stopped it for a reason of its own (the sandbox's). */
+  loss: Failure | undefined;
 
   private constructor(
     private readonly link: KeeperLink,
@@ -106,7 +109,10 @@ export class KeptWorker implements WorkerChannel {
         throw new ReplError("WORKER_START_FAILED", "Python worker startup timed out");
       });
       worker.begin();
-      if (contained) worker.whenGone(() => contained.release());
+      if (contained) {
+        worker.whenGone(() => contained.release());
+        contained.onBreach((why) => worker.lose({ code: "WORKER_CRASHED", message: why }));
+      }
       return worker;
     } catch (error) {
       contained?.release();
@@ -195,6 +201,12 @@ export class KeptWorker implements WorkerChannel {
 
   killJobs(): void {
     for (const pgid of this.jobs) signalGroup(pgid, "SIGKILL");
+  }
+
+  /** Kills it, saying why: a run in flight ends with this failure. */
+  lose(loss: Failure): void {
+    this.loss ??= loss;
+    void this.kill("killed");
   }
 
   /** Calls fn once the worker is gone for good in this server's time: not when it is let go (parked). */

@@ -18,6 +18,7 @@ import { waitAtMost, withTimeout } from "../timeout.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
 import { WriteQueue } from "../wire/write-queue.ts";
 import type { CloseReason, WorkerChannel } from "./channel.ts";
+import type { Failure } from "./result.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { hostPidOf } from "./namespace-pid.ts";
 import { NativeStderr } from "./native-stderr.ts";
@@ -52,6 +53,8 @@ export interface Contained {
   record: unknown;
   /** Called once, when the worker is gone for good in this server's time (never when it is parked). */
   release(): void;
+  /** Calls `stop` with why if the sandbox stops holding for this worker (a protected file replaced). */
+  onBreach(stop: (why: string) => void): void;
 }
 
 /**
@@ -90,6 +93,8 @@ export class WorkerProcess implements WorkerChannel {
    * itself on cancel; they all end with its sandbox).
    */
   private contained = false;
+  /** Why the worker was lost, when the server stopped it for a reason of its own (the sandbox's). */
+  loss: Failure | undefined;
   private readySignal!: { resolve: (frame: ReadyFrame) => void; reject: (error: Error) => void };
   /** Called once when the channel closes; a run hooks in here and unhooks when it ends. */
   private readonly closeListeners = new Set<() => void>();
@@ -134,6 +139,7 @@ export class WorkerProcess implements WorkerChannel {
     if (contained) {
       worker.contained = true;
       void worker.closed.then(() => contained.release());
+      contained.onBreach((why) => worker.lose({ code: "WORKER_CRASHED", message: why }));
     }
     const ready = new Promise<ReadyFrame>((resolve, reject) => {
       worker.readySignal = { resolve, reject };
@@ -232,6 +238,12 @@ export class WorkerProcess implements WorkerChannel {
     } catch {
       // Already gone: the run sees the channel close.
     }
+  }
+
+  /** Kills it, saying why: a run in flight ends with this failure. */
+  lose(loss: Failure): void {
+    this.loss ??= loss;
+    void this.kill("killed");
   }
 
   /** Kills the whole group at once and waits until it is gone. */

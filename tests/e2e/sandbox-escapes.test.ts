@@ -476,18 +476,25 @@ describe.skipIf(reason !== undefined)("a contained cell's escape attempts", () =
   );
 });
 
-// Not yet: a protected file is hidden by a mount over its path, made when the worker starts, and Linux
-// detaches that mount when the file is replaced on the host (git rewrites .git/config by rename, so do
-// editors and Claude Code their files). From then on the live worker may write it: a hook for the next
-// git command. The server's own secret files are rewritten in place for this reason (fs/in-place.ts);
-// files other programs replace are not yet kept protected.
+// A protected file is hidden by a mount over its path, made when the worker starts, and Linux detaches that
+// mount when the file is replaced on the host (git rewrites .git/config by rename, so do editors). The
+// server watches what it protects (src/sandbox/watch.ts): the worker is stopped at once, and the next one
+// is wrapped around the new file.
 describe.skipIf(reason !== undefined)("a protected file replaced on the host while a worker lives", () => {
-  test.failing("stays unwritable to the worker", async () => {
+  test("stops the worker; the next one protects the new file", async () => {
     const [, contained] = await pair("http");
     const write = "open('.git/config', 'a').write('\\n[core]\\n\\tfsmonitor = echo escaped\\n')";
     expect(raised(await contained.run(write))).toStartWith("OSError: [Errno 30]");
     const renamed = Bun.spawnSync(["git", "-C", contained.project, "config", "user.name", "Person"]);
     expect(renamed.exitCode).toBe(0);
+    // The worker that saw the old file ends: the next cell runs in a new one.
+    let fresh = false;
+    for (let tries = 0; tries < 100 && !fresh; tries++) {
+      fresh = (await contained.run("1")).state_reset === true;
+      if (!fresh) await Bun.sleep(50);
+    }
+    expect(fresh).toBe(true);
     expect(raised(await contained.run(write))).toStartWith("OSError: [Errno 30]");
+    expect(readFileSync(join(contained.project, ".git", "config"), "utf8")).not.toContain("escaped");
   });
 });
