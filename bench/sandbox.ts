@@ -92,12 +92,22 @@ async function main(): Promise<void> {
       const www = join(root, "www");
       Bun.spawnSync(["mkdir", "-p", www]);
       writeFileSync(join(www, "big.bin"), new Uint8Array(DOWNLOAD_BYTES));
-      web = Bun.spawn(host.wrap([PYTHON, "-m", "http.server", "8080", "--bind", host.address, "--directory", www]), {
-        stdout: "ignore",
-        stderr: "ignore",
-      });
+      web = Bun.spawn(
+        host.wrap([PYTHON, "-m", "http.server", "8080", "--bind", host.address, "--directory", www]),
+        {
+          stdout: "ignore",
+          stderr: "ignore",
+        },
+      );
       url = `http://${host.address}:8080/big.bin`;
-      for (let i = 0; i < 100 && !(await fetch(`http://${host.address}:8080/`).then((r) => r.ok).catch(() => false)); i++) {
+      for (
+        let i = 0;
+        i < 100 &&
+        !(await fetch(`http://${host.address}:8080/`)
+          .then((r) => r.ok)
+          .catch(() => false));
+        i++
+      ) {
         await Bun.sleep(50);
       }
     }

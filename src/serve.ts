@@ -11,11 +11,11 @@ import { serving, servingAfterOpening } from "./jit.ts";
 import { type KernelServer, loadKernelServers } from "./kernels/config.ts";
 import { SHUTDOWN_LIMIT_MS } from "./limits.ts";
 import { keepConsoleOffStdout, log, setLogLevel } from "./log.ts";
+import { adoptionRefusal } from "./sandbox/record.ts";
 import { clientContext } from "./server/server.ts";
 import { serveStdio } from "./server/stdio.ts";
 import type { ClientSettings } from "./server/tools/tool.ts";
 import { selectDefaultInterpreter } from "./sessions/interpreter.ts";
-import { adoptionRefusal } from "./sandbox/record.ts";
 import { Sessions } from "./sessions/registry.ts";
 import { SessionScope } from "./sessions/scope.ts";
 

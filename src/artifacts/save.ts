@@ -5,8 +5,8 @@ import { constants } from "node:fs";
 import { link, open, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { ReplError } from "../errors.ts";
-import { ArtifactMessages } from "./reference.ts";
 import { openedPath } from "../fs/opened-path.ts";
+import { ArtifactMessages } from "./reference.ts";
 
 /** `opened` may refuse the directory the temp file really landed in (see ArtifactStore.importFile). */
 export async function saveBeside(

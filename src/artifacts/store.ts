@@ -4,9 +4,9 @@
 // failed import never costs an existing artifact. Whole-content jobs are bounded and never queue: an
 // agent is told to retry instead of waiting behind someone else's 16 MiB copy.
 import { constants } from "node:fs";
-import { openedPath } from "../fs/opened-path.ts";
 import { open } from "node:fs/promises";
 import { isAbsolute } from "node:path";
+import { openedPath } from "../fs/opened-path.ts";
 import {
   ARTIFACT_IO_JOBS,
   ARTIFACT_MAX_BYTES,

@@ -10,9 +10,9 @@ import { credentialsSection } from "./credentials.ts";
 import { interpreterSection } from "./interpreter.ts";
 import { journalSection } from "./journal.ts";
 import { kernelFiles, kernelsSection } from "./kernels.ts";
-import { sandboxSection } from "./sandbox.ts";
 import { parkingSection } from "./parking.ts";
 import type { Finding, Section } from "./report.ts";
+import { sandboxSection } from "./sandbox.ts";
 
 export async function doctor(options: DoctorOptions): Promise<number> {
   const project = realpathSync(process.cwd());

@@ -1,10 +1,11 @@
 // --sandbox on this machine: the programs it needs, and a contained probe that must be refused a denied
 // read and a write outside its places. Without --sandbox the answer is a note (would it work here?);
 // with it, whatever stops it is a problem, with what to install or change.
+
+import { resolve } from "node:path";
 import type { DoctorOptions } from "../cli/command.ts";
 import { BUILTIN_SANDBOX } from "../cli/command.ts";
 import { describe } from "../errors.ts";
-import { resolve } from "node:path";
 import { type Finding, note, ok, problem, type Section } from "./report.ts";
 
 const LINUX_TOOLS = [

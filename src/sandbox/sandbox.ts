@@ -26,9 +26,8 @@ import { PROXY_SOCKET_NAME, RUNTIME_PROTECTED_NAMES, type ServerSecrets, workerL
 import { Decisions, type Destination, type Verdict } from "./decisions.ts";
 import { ProxyFront } from "./front.ts";
 import { PathRules } from "./paths.ts";
-import { ProtectionWatch } from "./watch.ts";
-import type { ContainedRecord } from "./record.ts";
 import { entryPath, type Policy } from "./policy.ts";
+import type { ContainedRecord } from "./record.ts";
 import {
   type FilesystemLists,
   type PathEntry,
@@ -39,6 +38,7 @@ import {
   stopRuntime,
   wrapCommand,
 } from "./runtime.ts";
+import { ProtectionWatch } from "./watch.ts";
 
 /** What health, session open and inspect show of a contained session's policy. */
 export interface SandboxView {

@@ -8,13 +8,13 @@ import { ArtifactFormat, type ArtifactReference, ArtifactMessages as M } from ".
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker, CallContext } from "../broker/broker.ts";
 import { ReplError } from "../errors.ts";
-import type { PathRules } from "../sandbox/paths.ts";
-import type { SandboxDenial } from "../worker/frames.ts";
 import {
   ARTIFACT_FORWARD_MAX_BYTES,
   ARTIFACT_READ_MAX_BYTES,
   BROKER_CALL_TIMEOUT_DEFAULT_SECONDS,
 } from "../limits.ts";
+import type { PathRules } from "../sandbox/paths.ts";
+import type { SandboxDenial } from "../worker/frames.ts";
 
 export const RangeEncoding = v.picklist(["text", "base64", "hex"]);
 export const ForwardFormat = v.picklist(["json", "text", "base64"]);

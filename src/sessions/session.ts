@@ -1,8 +1,8 @@
 // A session: a named namespace bound to a project directory and an interpreter, with its own worker,
 // run history and generation.
 import { realpathSync } from "node:fs";
-import * as v from "valibot";
 import { join } from "node:path";
+import * as v from "valibot";
 import type { ArtifactStore } from "../artifacts/store.ts";
 import type { Broker } from "../broker/broker.ts";
 import type { JournalApproval, JournalView } from "../broker/journal.ts";
@@ -10,13 +10,13 @@ import { ReplError } from "../errors.ts";
 import { childEnv } from "../guardian/env.ts";
 import type { KernelSeat } from "../kernels/seat.ts";
 import { SANDBOX_DENIALS_MAX } from "../limits.ts";
+import type { Claim } from "../parking/claim.ts";
 import { Questions } from "../person/questions.ts";
 import type { Destination, Verdict as SandboxVerdict } from "../sandbox/decisions.ts";
 import { ContainedRecord } from "../sandbox/record.ts";
 import type { Sandbox, SandboxView, SessionContainment } from "../sandbox/sandbox.ts";
-import type { SandboxDenial } from "../worker/frames.ts";
-import type { Claim } from "../parking/claim.ts";
 import type { Handover, WorkerChannel } from "../worker/channel.ts";
+import type { SandboxDenial } from "../worker/frames.ts";
 import type { KeepLaunch } from "../worker/process.ts";
 import { Supervisor } from "../worker/supervisor.ts";
 import { SessionArtifacts } from "./artifacts.ts";

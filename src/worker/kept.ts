@@ -27,8 +27,8 @@ import type { CloseReason, Handover, WorkerChannel } from "./channel.ts";
 import { parseWorkerFrame, ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { hostPidOf } from "./namespace-pid.ts";
 import { NativeStderr } from "./native-stderr.ts";
-import type { Failure } from "./result.ts";
 import { type WorkerLaunch, workerSpec } from "./process.ts";
+import type { Failure } from "./result.ts";
 import { residentBytes } from "./rss.ts";
 
 const encoder = new TextEncoder();

@@ -18,10 +18,10 @@ import { waitAtMost, withTimeout } from "../timeout.ts";
 import { decodeLine, encodeFrame, FrameTooLargeError, LineSplitter } from "../wire/lines.ts";
 import { WriteQueue } from "../wire/write-queue.ts";
 import type { CloseReason, WorkerChannel } from "./channel.ts";
-import type { Failure } from "./result.ts";
 import { parseWorkerFrame, type ReadyFrame, type WorkerFrame } from "./frames.ts";
 import { hostPidOf } from "./namespace-pid.ts";
 import { NativeStderr } from "./native-stderr.ts";
+import type { Failure } from "./result.ts";
 import { residentBytes } from "./rss.ts";
 import { BOOTSTRAP, workerSourcePath } from "./source.ts";
 
