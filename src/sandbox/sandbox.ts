@@ -241,7 +241,10 @@ export class Sandbox {
       rules: () => {
         const [first = join(this.dirs.workers, "none"), ...others] = live;
         const { lists: rules } = lists(first);
-        for (const own of others) rules.allowRead.push(own), rules.allowWrite.push(join(own, "tmp"));
+        for (const own of others) {
+          rules.allowRead.push(join(own, PROXY_SOCKET_NAME));
+          rules.allowWrite.push(join(own, "tmp"));
+        }
         return new PathRules(rules);
       },
     };
