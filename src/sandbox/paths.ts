@@ -49,7 +49,8 @@ export class PathRules {
   /** Why a contained cell may not read `path` (its real path, and why), or undefined. */
   refusesRead(path: string): Refusal | undefined {
     const real = realPath(path);
-    if (this.readDenied.has(real) && !this.readAllowed.has(real)) {
+    // A writable place is bound back over a denied one, readable too (a worker's own TMPDIR).
+    if (this.readDenied.has(real) && !this.readAllowed.has(real) && !this.writable.has(real)) {
       return { path: real, reason: "is a place the sandbox keeps unreadable (credentials, secrets)" };
     }
     return undefined;
