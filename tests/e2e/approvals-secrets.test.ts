@@ -84,6 +84,8 @@ test("a copied bearer token or env secret is ‹hidden› in the form, on the ca
     expect(forms[0]).toContain("web.echo");
     expect(forms[0]).toContain('"text":"token ‹hidden›"');
     expect(forms[1]).toContain('"title":"‹hidden›"');
+    // The page's event stream is read on its own schedule: its second card may come after the cell's end.
+    await waitFor(() => page.of("question").length >= 2, { what: "both questions on the page" });
     const cards = page.of("question").map((event) => JSON.stringify(event.question));
     expect(cards).toHaveLength(2);
     const journal = JSON.stringify(await cellValue(h, "mcp.journal()"));
