@@ -154,7 +154,7 @@ describe("helpers in cells", () => {
         "t = artifact('héllo')",
         "j = artifact({'a': [1, 2.5, None, True], 'b': ('x',)})",
         `artifact_save(b, ${JSON.stringify(dest)})`,
-        "f = artifact(path=" + JSON.stringify(dest) + ")",
+        `f = artifact(path=${JSON.stringify(dest)})`,
         "out = {",
         "  'formats': [b['format'], t['format'], j['format'], f['format']],",
         "  'text': artifact_read(t)['content'],",

@@ -40,7 +40,12 @@ afterAll(async () => {
 });
 
 function raised(result: Record<string, any>): string {
-  return String(result.error ?? "").trim().split("\n").pop() ?? "";
+  return (
+    String(result.error ?? "")
+      .trim()
+      .split("\n")
+      .pop() ?? ""
+  );
 }
 
 describe.skipIf(reason !== undefined)("the server's own path tools in a contained session", () => {
@@ -60,64 +65,81 @@ describe.skipIf(reason !== undefined)("the server's own path tools in a containe
 
   test("artifact_save and the artifact tools write and read only where the sandbox lets the worker", async () => {
     const h = server as Harness;
-    const refused = await h.run(`artifact_save(artifact(b'echo escaped')['id'], ${JSON.stringify(join(h.home, ".bashrc"))}, overwrite=True)`);
+    const refused = await h.run(
+      `artifact_save(artifact(b'echo escaped')['id'], ${JSON.stringify(join(h.home, ".bashrc"))}, overwrite=True)`,
+    );
     expect(raised(refused)).toContain("The sandbox refuses this");
     expect(readFileSync(join(h.home, ".bashrc"), "utf8")).toBe(BASHRC);
     const sid = await h.sessionId();
-    const tool = await h.call("artifact_create", { session_id: sid, path: "keys/id_ed25519", format: "text" });
+    const tool = await h.call("artifact_create", {
+      session_id: sid,
+      path: "keys/id_ed25519",
+      format: "text",
+    });
     expect(tool.isError).toBe(true);
     expect(tool.structuredContent.error_code).toBe("SANDBOX_DENIED");
     expect(JSON.stringify(tool)).not.toContain(SECRET);
     const made = await h.call("artifact_create", { session_id: sid, path: "notes.txt", format: "text" });
-    const saved = await h.call("artifact_save", { session_id: sid, id: made.structuredContent.id, path: "copy.txt" });
+    const saved = await h.call("artifact_save", {
+      session_id: sid,
+      id: made.structuredContent.id,
+      path: "copy.txt",
+    });
     expect(saved.isError).toBeFalsy();
     expect(readFileSync(join(h.project, "copy.txt"), "utf8")).toBe("the project's own\n");
   });
 
   test("the memory budget holds for a worker in its own pid namespace", async () => {
     const h = server as Harness;
-    const over = await h.run("blob = bytearray(600 * 1024 * 1024)\nimport time; time.sleep(5)", { timeout: 30 });
+    const over = await h.run("blob = bytearray(600 * 1024 * 1024)\nimport time; time.sleep(5)", {
+      timeout: 30,
+    });
     expect(over.error_code).toBe("MEMORY_LIMIT");
     expect(over.state).toBe("cleared");
     expect((await h.run("41 + 1")).value).toBe(42);
   }, 60_000);
 });
 
-describe.skipIf(reason !== undefined || netnsMissing() !== undefined)("a host nobody allowed, under 2026-07-28", () => {
-  let host: SecondHost | undefined;
-  let web: HostedHttp | undefined;
-  let modern: Harness | undefined;
-  const asked: string[] = [];
-  afterAll(async () => {
-    await modern?.close();
-    await web?.stop();
-    await host?.destroy();
-  });
-
-  test("is put to the person as an input_required round, and goes through when they allow it once", async () => {
-    host = await SecondHost.create({ range: "198.18.0.0" });
-    const www = tempDir("repl-mcp-sandbox-www-");
-    writeFileSync(join(www, "hello.txt"), "hello from outside\n");
-    web = await host.serve(www);
-    modern = await Harness.start({
-      era: "modern",
-      args: ["--sandbox"],
-      capabilities: { elicitation: { form: {} } },
-      beforeConnect: (client: Client) => {
-        client.setRequestHandler("elicitation/create", async (request) => {
-          asked.push((request.params as { message: string }).message);
-          return { action: "accept", content: { decision: "allow_once" } } as never;
-        });
-      },
+describe.skipIf(reason !== undefined || netnsMissing() !== undefined)(
+  "a host nobody allowed, under 2026-07-28",
+  () => {
+    let host: SecondHost | undefined;
+    let web: HostedHttp | undefined;
+    let modern: Harness | undefined;
+    const asked: string[] = [];
+    afterAll(async () => {
+      await modern?.close();
+      await web?.stop();
+      await host?.destroy();
     });
-    const url = `http://${host.address}:${web.port}/hello.txt`;
-    const got = await modern.run(`import urllib.request\nurllib.request.urlopen(${JSON.stringify(url)}, timeout=60).read().decode()`);
-    expect(got.value).toBe("hello from outside\n");
-    expect(asked).toHaveLength(1);
-    expect(asked[0]).toContain(`${host.address}:${web.port}`);
-    rmSync(www, { recursive: true, force: true });
-  }, 60_000);
-});
+
+    test("is put to the person as an input_required round, and goes through when they allow it once", async () => {
+      host = await SecondHost.create({ range: "198.18.0.0" });
+      const www = tempDir("repl-mcp-sandbox-www-");
+      writeFileSync(join(www, "hello.txt"), "hello from outside\n");
+      web = await host.serve(www);
+      modern = await Harness.start({
+        era: "modern",
+        args: ["--sandbox"],
+        capabilities: { elicitation: { form: {} } },
+        beforeConnect: (client: Client) => {
+          client.setRequestHandler("elicitation/create", async (request) => {
+            asked.push((request.params as { message: string }).message);
+            return { action: "accept", content: { decision: "allow_once" } } as never;
+          });
+        },
+      });
+      const url = `http://${host.address}:${web.port}/hello.txt`;
+      const got = await modern.run(
+        `import urllib.request\nurllib.request.urlopen(${JSON.stringify(url)}, timeout=60).read().decode()`,
+      );
+      expect(got.value).toBe("hello from outside\n");
+      expect(asked).toHaveLength(1);
+      expect(asked[0]).toContain(`${host.address}:${web.port}`);
+      rmSync(www, { recursive: true, force: true });
+    }, 60_000);
+  },
+);
 
 describe.skipIf(reason !== undefined)("repl-mcp doctor --sandbox", () => {
   test("proves the sandbox holds here; without bubblewrap it is a problem naming what to install", async () => {
@@ -128,16 +150,25 @@ describe.skipIf(reason !== undefined)("repl-mcp doctor --sandbox", () => {
     const here = await run([BINARY, "doctor", "--sandbox", "--json"], { cwd: dir, env });
     const report = JSON.parse(here.stdout);
     expect(report.sandbox.contains).toBe(true);
-    expect(report.sandbox.findings.map((finding: { level: string }) => finding.level)).not.toContain("problem");
+    expect(report.sandbox.findings.map((finding: { level: string }) => finding.level)).not.toContain(
+      "problem",
+    );
     const bin = join(dir, "bin");
     mkdirSync(bin);
     for (const program of ["python3", "socat", "rg", "setpriv", "sh"]) {
       const found = Bun.which(program);
       if (found) symlinkSync(found, join(bin, program));
     }
-    const without = await run([BINARY, "doctor", "--sandbox", "--json"], { cwd: dir, env: { ...env, PATH: bin } });
+    const without = await run([BINARY, "doctor", "--sandbox", "--json"], {
+      cwd: dir,
+      env: { ...env, PATH: bin },
+    });
     expect(without.code).toBe(1);
-    const problems = JSON.parse(without.stdout).problems as { section: string; problem: string; action: string }[];
+    const problems = JSON.parse(without.stdout).problems as {
+      section: string;
+      problem: string;
+      action: string;
+    }[];
     expect(problems).toContainEqual({
       section: "Sandbox",
       problem: "bwrap is not installed",
