@@ -6,12 +6,16 @@
 // through the veth: `create` checks the route before returning, so no test traffic takes the default
 // route off this machine. Making one needs root (CAP_SYS_ADMIN for `ip netns add`, CAP_NET_ADMIN for the
 // veth) and iproute2's `ip`; tests that need it skip, saying why, elsewhere.
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 
 const HTTP_HOST = resolve(import.meta.dir, "../fixtures/hosts/http-host.ts");
 const IP = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].find((path) => existsSync(path));
 const PREFIX = "rmcp";
+/** Who made each live namespace (a file per name holding the test process's pid): a SIGKILLed test
+ * process runs no exit handler, so the next `create` removes the namespaces of makers that are gone. */
+const OWNERS = join(tmpdir(), "repl-mcp-test-netns");
 
 function randomHex(bytes: number): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("hex");
@@ -57,6 +61,37 @@ function probe(): string | undefined {
     return undefined;
   } finally {
     ipSync(["netns", "del", ns]);
+  }
+}
+
+/** Removes the namespaces (and their veth pairs and processes) whose making test process has died. */
+function sweepOrphans(): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync(OWNERS);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const owner = Number(readFileSync(join(OWNERS, name), "utf8"));
+    if (owner > 0 && processAlive(owner)) continue;
+    for (const pid of ipSync(["netns", "pids", name]).out.split(/\s+/).filter(Boolean)) {
+      try {
+        process.kill(Number(pid), "SIGKILL");
+      } catch {}
+    }
+    ipSync(["link", "del", name.replace(`${PREFIX}-`, PREFIX)]);
+    ipSync(["netns", "del", name]);
+    rmSync(join(OWNERS, name), { force: true });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
@@ -129,6 +164,7 @@ export class SecondHost {
   static async create({ range = "10.231.0.0" }: { range?: keyof typeof RANGES } = {}): Promise<SecondHost> {
     const why = netnsMissing();
     if (why) throw new Error(why);
+    sweepOrphans();
     const [first, prefix] = [range, RANGES[range]];
     for (let attempt = 0; attempt < 20; attempt++) {
       const [random = 0] = crypto.getRandomValues(new Uint32Array(1));
@@ -159,6 +195,8 @@ export class SecondHost {
 
   private async setUp(): Promise<void> {
     const inside = `${this.hostInterface}n`;
+    mkdirSync(OWNERS, { recursive: true });
+    writeFileSync(join(OWNERS, this.name), String(process.pid));
     await ip(["netns", "add", this.name]);
     await ip(["link", "add", this.hostInterface, "type", "veth", "peer", "name", inside, "netns", this.name]);
     await ip(["addr", "add", `${this.hostAddress}/30`, "dev", this.hostInterface]);
@@ -221,6 +259,7 @@ export class SecondHost {
     // Deleting one end deletes the pair; with no process left inside, removing its name ends the namespace.
     await ip(["link", "del", this.hostInterface]).catch(() => undefined);
     await ip(["netns", "del", this.name]).catch(() => undefined);
+    rmSync(join(OWNERS, this.name), { force: true });
     this.destroyed = true;
     live.delete(this);
   }
@@ -235,6 +274,7 @@ export class SecondHost {
     }
     ipSync(["link", "del", this.hostInterface]);
     ipSync(["netns", "del", this.name]);
+    rmSync(join(OWNERS, this.name), { force: true });
     this.destroyed = true;
     live.delete(this);
   }
